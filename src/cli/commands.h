@@ -1,0 +1,19 @@
+// Each subcommand lives in its own file and adds itself to the CLI11 app here.
+#pragma once
+#include <CLI/CLI.hpp>
+
+namespace eaglet::cli {
+
+void add_generate(CLI::App& app);
+void add_bench(CLI::App& app);
+
+// Options every model-running command shares.
+struct CommonOptions {
+  std::string model_dir;
+  int threads = 0;  // 0 = cores available to the process
+};
+void add_common_options(CLI::App* cmd, CommonOptions* o);
+// Sets the thread pool and logs the kernels in use.
+void apply_common_options(const CommonOptions& o);
+
+}  // namespace eaglet::cli

@@ -1,0 +1,83 @@
+// `eaglet generate`: one prompt through the target, printing text and speed (or one JSON object).
+#include <spdlog/spdlog.h>
+
+#include <cstdio>
+#include <nlohmann/json.hpp>
+
+#include "cli/commands.h"
+#include "engine/generator.h"
+#include "engine/model_bundle.h"
+
+namespace eaglet::cli {
+
+namespace {
+struct GenerateOptions {
+  CommonOptions common;
+  std::string prompt = "Once upon a time";
+  int max_tokens = 128;
+  SamplingParams sampling;
+  std::vector<std::string> stop;
+  bool ignore_eos = false;
+  bool json = false;
+};
+
+void run_generate(const GenerateOptions& o) {
+  apply_common_options(o.common);
+  ModelBundle b = load_bundle(o.common.model_dir);
+  spdlog::info("model: {}", b.label());
+  GenerationRequest req;
+  req.prompt_ids = b.tokenizer.encode(o.prompt);
+  req.sampling = o.sampling;
+  req.stop.max_tokens = o.max_tokens;
+  req.stop.stop_tokens = b.eos_ids;
+  req.stop.stop_strings = o.stop;
+  req.stop.ignore_eos = o.ignore_eos;
+  if (!o.json) {
+    std::fputs(o.prompt.c_str(), stdout);
+    req.on_text = [](const std::string& s) {
+      std::fputs(s.c_str(), stdout);
+      std::fflush(stdout);
+    };
+  }
+  GenerationResult r = generate(*b.model, b.tokenizer, req);
+  const auto& st = r.stats;
+  if (o.json) {
+    nlohmann::json j = {{"model", b.label()},
+                        {"prompt_token_ids", r.prompt_ids},
+                        {"token_ids", r.token_ids},
+                        {"text", r.text},
+                        {"finish_reason", r.finish_reason},
+                        {"stats",
+                         {{"prompt_tokens", st.prompt_tokens},
+                          {"generated_tokens", st.generated_tokens},
+                          {"prefill_seconds", st.prefill_seconds},
+                          {"decode_seconds", st.decode_seconds},
+                          {"prefill_tokens_per_second", st.prefill_tokens_per_second()},
+                          {"decode_tokens_per_second", st.decode_tokens_per_second()}}}};
+    std::puts(j.dump(2, ' ', false, nlohmann::json::error_handler_t::replace).c_str());
+  } else {
+    std::printf("\n\n[%s] prefill: %lld tokens, %.1f tok/s | decode: %lld tokens, %.1f tok/s\n",
+                r.finish_reason.c_str(), (long long)st.prompt_tokens, st.prefill_tokens_per_second(),
+                (long long)st.generated_tokens, st.decode_tokens_per_second());
+  }
+}
+}  // namespace
+
+void add_generate(CLI::App& app) {
+  auto o = std::make_shared<GenerateOptions>();
+  CLI::App* cmd = app.add_subcommand("generate", "generate text from a prompt");
+  add_common_options(cmd, &o->common);
+  cmd->add_option("-p,--prompt", o->prompt, "prompt text");
+  cmd->add_option("-n,--max-tokens", o->max_tokens, "tokens to generate")->check(CLI::PositiveNumber);
+  cmd->add_option("--temperature", o->sampling.temperature, "0 = greedy")->check(CLI::NonNegativeNumber);
+  cmd->add_option("--top-p", o->sampling.top_p, "nucleus sampling mass")->check(CLI::Range(0.0, 1.0));
+  cmd->add_option("--top-k", o->sampling.top_k, "keep the k most likely tokens (0 = off)")->check(CLI::NonNegativeNumber);
+  cmd->add_option("--min-p", o->sampling.min_p, "drop tokens below min_p * max prob")->check(CLI::Range(0.0, 1.0));
+  cmd->add_option("--seed", o->sampling.seed, "sampling seed");
+  cmd->add_option("--stop", o->stop, "stop string (repeatable)");
+  cmd->add_flag("--ignore-eos", o->ignore_eos, "keep generating past EOS");
+  cmd->add_flag("--json", o->json, "print one JSON object");
+  cmd->callback([o] { run_generate(*o); });
+}
+
+}  // namespace eaglet::cli

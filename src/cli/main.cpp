@@ -1,0 +1,45 @@
+// eaglet: EAGLE-3 speculative decoding. Subcommands are registered from cli/commands.h.
+#include <spdlog/sinks/stdout_color_sinks.h>
+#include <spdlog/spdlog.h>
+
+#include "cli/commands.h"
+#include "core/cpu_features.h"
+#include "core/error.h"
+#include "core/thread_pool.h"
+
+namespace eaglet::cli {
+
+void add_common_options(CLI::App* cmd, CommonOptions* o) {
+  cmd->add_option("-m,--model", o->model_dir, "Hugging Face model directory (default: built-in random model)");
+  cmd->add_option("--threads", o->threads, "worker threads (default: cores available)")->check(CLI::NonNegativeNumber);
+}
+
+void apply_common_options(const CommonOptions& o) {
+  ThreadPool::set_global_threads(o.threads);
+  spdlog::info("kernels: {}, threads: {}", isa_name(active_isa()), ThreadPool::global().size());
+}
+
+}  // namespace eaglet::cli
+
+int main(int argc, char** argv) {
+  CLI::App app{"eaglet: EAGLE-3 speculative decoding on CPU"};
+  app.require_subcommand(1);
+  bool verbose = false;
+  app.add_flag("-v,--verbose", verbose, "debug logging");
+  spdlog::set_pattern("[%H:%M:%S.%e] [%^%l%$] %v");
+  spdlog::set_default_logger(spdlog::stderr_color_mt("eaglet"));
+  eaglet::cli::add_generate(app);
+  eaglet::cli::add_bench(app);
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    return app.exit(e);
+  } catch (const eaglet::Error& e) {
+    spdlog::error("{}", e.what());
+    return 1;
+  } catch (const std::exception& e) {
+    spdlog::error("unexpected error: {}", e.what());
+    return 2;
+  }
+  return 0;
+}

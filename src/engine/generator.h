@@ -1,0 +1,48 @@
+// Plain autoregressive generation for one sequence: chunked prefill, then one token per forward.
+// The baseline that speculative decoding must reproduce and beat.
+#pragma once
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "engine/output_tracker.h"
+#include "engine/sampler.h"
+#include "models/model.h"
+
+namespace eaglet {
+
+struct GenerationStats {
+  int64_t prompt_tokens = 0, generated_tokens = 0;
+  double prefill_seconds = 0, decode_seconds = 0;
+  double prefill_tokens_per_second() const { return prefill_seconds > 0 ? double(prompt_tokens) / prefill_seconds : 0; }
+  // The first token comes from the prefill logits; decode speed counts the tokens after it.
+  double decode_tokens_per_second() const {
+    return decode_seconds > 0 && generated_tokens > 1 ? double(generated_tokens - 1) / decode_seconds : 0;
+  }
+};
+
+struct GenerationResult {
+  std::vector<int> prompt_ids, token_ids;
+  std::string text, finish_reason;
+  GenerationStats stats;
+};
+
+struct GenerationRequest {
+  std::vector<int> prompt_ids;
+  SamplingParams sampling;
+  StopConditions stop;
+  int prefill_chunk = 512;
+  std::function<void(const std::string&)> on_text;  // streamed text deltas
+};
+
+// Blocks in a cache sized for one sequence of `tokens` tokens.
+int64_t kv_blocks_for(int64_t tokens, int block_size = 16);
+
+GenerationResult generate(Model& model, const Tokenizer& tok, const GenerationRequest& req);
+
+// Runs the prompt through the model in chunks; returns the last position's logits [vocab].
+// `tap_layers`/`taps` (optional) collect hidden-state taps for every prompt token.
+std::vector<float> prefill(Model& model, KvCache& cache, SeqId seq, const std::vector<int>& ids, int chunk,
+                           const std::vector<int>& tap_layers = {}, std::vector<float>* taps = nullptr);
+
+}  // namespace eaglet

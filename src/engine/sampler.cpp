@@ -1,0 +1,90 @@
+#include "engine/sampler.h"
+
+#include <algorithm>
+#include <cmath>
+#include <numeric>
+
+#include "core/error.h"
+
+namespace eaglet {
+
+void validate(const SamplingParams& p) {
+  EAGLET_CHECK(std::isfinite(p.temperature) && p.temperature >= 0, "temperature must be >= 0 (got {})", p.temperature);
+  EAGLET_CHECK(p.top_k >= 0, "top_k must be >= 0 (got {})", p.top_k);
+  EAGLET_CHECK(p.top_p > 0 && p.top_p <= 1, "top_p must be in (0, 1] (got {})", p.top_p);
+  EAGLET_CHECK(p.min_p >= 0 && p.min_p <= 1, "min_p must be in [0, 1] (got {})", p.min_p);
+}
+
+int argmax(const float* logits, int n) {
+  int best = 0;
+  for (int i = 1; i < n; ++i)
+    if (logits[i] > logits[best]) best = i;
+  return best;
+}
+
+void target_probs(const float* logits, int n, const SamplingParams& p, std::vector<float>* probs) {
+  probs->assign(size_t(n), 0.0f);
+  if (p.greedy()) {
+    (*probs)[size_t(argmax(logits, n))] = 1.0f;
+    return;
+  }
+  float mx = -INFINITY;
+  for (int i = 0; i < n; ++i) mx = std::max(mx, logits[i]);
+  double sum = 0;
+  for (int i = 0; i < n; ++i) {
+    const float e = std::exp((logits[i] - mx) / p.temperature);
+    (*probs)[size_t(i)] = e;
+    sum += e;
+  }
+  for (auto& v : *probs) v = float(v / sum);
+  const bool need_sort = (p.top_k > 0 && p.top_k < n) || p.top_p < 1.0f;
+  if (need_sort) {
+    std::vector<int> order(static_cast<size_t>(n));
+    std::iota(order.begin(), order.end(), 0);
+    // Stable order (probability, then id) so masks are deterministic under ties.
+    std::stable_sort(order.begin(), order.end(), [&](int a, int b) { return (*probs)[size_t(a)] > (*probs)[size_t(b)]; });
+    int keep = n;
+    if (p.top_k > 0) keep = std::min(keep, p.top_k);
+    if (p.top_p < 1.0f) {
+      double cum = 0;
+      int k = 0;
+      while (k < keep) {
+        cum += (*probs)[size_t(order[size_t(k)])];
+        ++k;
+        if (cum >= p.top_p) break;
+      }
+      keep = k;
+    }
+    for (int i = keep; i < n; ++i) (*probs)[size_t(order[size_t(i)])] = 0.0f;
+  }
+  if (p.min_p > 0) {
+    const float top = *std::max_element(probs->begin(), probs->end());
+    for (auto& v : *probs)
+      if (v < p.min_p * top) v = 0.0f;
+  }
+  double total = 0;
+  for (float v : *probs) total += v;
+  for (auto& v : *probs) v = float(v / total);
+}
+
+int Sampler::draw(const std::vector<float>& probs) {
+  double total = 0;
+  for (float v : probs) total += v;
+  double u = uniform() * total, cum = 0;
+  int last_nonzero = 0;
+  for (size_t i = 0; i < probs.size(); ++i) {
+    if (probs[i] <= 0) continue;
+    last_nonzero = int(i);
+    cum += probs[i];
+    if (u < cum) return int(i);
+  }
+  return last_nonzero;
+}
+
+int Sampler::sample(const float* logits, int n) {
+  if (params_.greedy()) return argmax(logits, n);
+  target_probs(logits, n, params_, &probs_);
+  return draw(probs_);
+}
+
+}  // namespace eaglet

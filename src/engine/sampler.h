@@ -1,0 +1,44 @@
+// Token sampling: greedy, temperature, top-k, top-p, min-p, seeded. `target_probs` gives the
+// distribution a sampler draws from, which the speculative verifier needs for rejection sampling.
+#pragma once
+#include <cstdint>
+#include <random>
+#include <vector>
+
+namespace eaglet {
+
+struct SamplingParams {
+  float temperature = 0.0f;  // 0 = greedy
+  int top_k = 0;             // 0 = off
+  float top_p = 1.0f;        // 1 = off
+  float min_p = 0.0f;        // 0 = off
+  uint64_t seed = 0;
+  bool greedy() const { return temperature <= 0.0f; }
+};
+
+// Validates ranges; throws eaglet::Error naming the parameter.
+void validate(const SamplingParams& p);
+
+int argmax(const float* logits, int n);
+
+// The distribution sampling draws from (fp32): softmax(logits / T) with top-k, top-p and min-p
+// masks applied and renormalised. Greedy params give a one-hot on the argmax.
+void target_probs(const float* logits, int n, const SamplingParams& p, std::vector<float>* probs);
+
+class Sampler {
+ public:
+  explicit Sampler(const SamplingParams& p) : params_(p), rng_(p.seed) {}
+  int sample(const float* logits, int n);
+  // Uniform [0, 1) from this sampler's stream (rejection tests).
+  double uniform() { return std::uniform_real_distribution<double>(0.0, 1.0)(rng_); }
+  // Draws an index from a probability vector (need not be normalised).
+  int draw(const std::vector<float>& probs);
+  const SamplingParams& params() const { return params_; }
+
+ private:
+  SamplingParams params_;
+  std::mt19937_64 rng_;
+  std::vector<float> probs_;
+};
+
+}  // namespace eaglet

@@ -1,0 +1,32 @@
+// Typed access to config.json fields with errors that name the file and the field.
+#pragma once
+#include <nlohmann/json.hpp>
+#include <string>
+
+namespace eaglet {
+
+class JsonConfig {
+ public:
+  JsonConfig(nlohmann::json j, std::string where) : j_(std::move(j)), where_(std::move(where)) {}
+  static JsonConfig load(const std::string& path);
+
+  bool has(const std::string& key) const { return j_.contains(key) && !j_[key].is_null(); }
+  int64_t get_int(const std::string& key) const;
+  int64_t get_int(const std::string& key, int64_t fallback) const;
+  double get_double(const std::string& key) const;
+  double get_double(const std::string& key, double fallback) const;
+  bool get_bool(const std::string& key, bool fallback) const;
+  std::string get_string(const std::string& key, const std::string& fallback) const;
+  std::vector<int64_t> get_int_list(const std::string& key) const;
+  JsonConfig sub(const std::string& key) const;  // nested object (e.g. rope_scaling)
+
+  const nlohmann::json& raw() const { return j_; }
+  const std::string& where() const { return where_; }
+
+ private:
+  const nlohmann::json& at(const std::string& key) const;
+  nlohmann::json j_;
+  std::string where_;
+};
+
+}  // namespace eaglet

@@ -1,0 +1,38 @@
+// The per-ISA function table behind ops.h. Each ISA file fills one table; dispatch.cpp picks one.
+#pragma once
+#include <cstdint>
+
+#include "core/cpu_features.h"
+#include "core/dtype.h"
+
+namespace eaglet::kernels {
+
+// Computes y[m, n] for m < M, n0 <= n < n1; y has row stride ldy.
+using MatmulF32Fn = void (*)(const float* x, int64_t M, int64_t K, const float* w, int64_t n0,
+                             int64_t n1, float* y, int64_t ldy);
+using MatmulBf16Fn = void (*)(const float* x, int64_t M, int64_t K, const bf16_t* w, int64_t n0,
+                              int64_t n1, float* y, int64_t ldy);
+// Both operands BF16 (x rounded once per call), products accumulated in F32.
+using MatmulBf16xBf16Fn = void (*)(const bf16_t* x, int64_t M, int64_t K, const bf16_t* w,
+                                   int64_t n0, int64_t n1, float* y, int64_t ldy);
+
+struct IsaTable {
+  Isa isa;
+  MatmulF32Fn matmul_f32;
+  MatmulBf16Fn matmul_bf16;               // F32 activations, weights widened to F32
+  MatmulBf16xBf16Fn matmul_bf16_bf16;     // null unless the ISA has BF16 dot products
+  float (*dot)(const float*, const float*, int64_t);
+  void (*axpy)(float, const float*, float*, int64_t);
+  void (*rmsnorm)(const float*, const float*, float, float*, int64_t);
+  void (*silu_mul)(const float*, const float*, float*, int64_t);
+};
+
+const IsaTable& scalar_table();
+const IsaTable& avx2_table();
+const IsaTable& avx512_table();
+const IsaTable& avx512bf16_table();
+// The table for `isa` (for tests that compare paths), and the active one.
+const IsaTable& table_for(Isa isa);
+const IsaTable& active_table();
+
+}  // namespace eaglet::kernels

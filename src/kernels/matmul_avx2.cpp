@@ -1,0 +1,66 @@
+// AVX2 + FMA matmuls: F32 weights and BF16 weights widened to F32.
+#include <immintrin.h>
+
+#include <cstring>
+
+#include "kernels/isa_table.h"
+#include "kernels/simd_matmul.inl"
+
+namespace eaglet::kernels {
+namespace avx2 {
+
+inline __m256 widen_bf16(__m128i h) {
+  return _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(h), 16));
+}
+
+struct F32Engine {
+  using Acc = __m256;
+  using W = __m256;
+  static constexpr int kStep = 8, kMR = 2;  // 16 ymm registers: 2x4 accumulators + 4 weights + x
+  static Acc zero() { return _mm256_setzero_ps(); }
+  static __m256 load_x(const float* p) { return _mm256_loadu_ps(p); }
+  static __m256 load_x_n(const float* p, int n) {
+    float tmp[8] = {0};
+    std::memcpy(tmp, p, size_t(n) * 4);
+    return _mm256_loadu_ps(tmp);
+  }
+  static W load_w(const float* p) { return _mm256_loadu_ps(p); }
+  static W load_w_n(const float* p, int n) { return load_x_n(p, n); }
+  static W load_w(const bf16_t* p) { return widen_bf16(_mm_loadu_si128((const __m128i*)p)); }
+  static W load_w_n(const bf16_t* p, int n) {
+    bf16_t tmp[8] = {0};
+    std::memcpy(tmp, p, size_t(n) * 2);
+    return load_w(tmp);
+  }
+  static Acc madd(Acc a, __m256 x, W w) { return _mm256_fmadd_ps(x, w, a); }
+  static float reduce(Acc a) {
+    __m128 s = _mm_add_ps(_mm256_castps256_ps128(a), _mm256_extractf128_ps(a, 1));
+    s = _mm_add_ps(s, _mm_movehl_ps(s, s));
+    s = _mm_add_ss(s, _mm_movehdup_ps(s));
+    return _mm_cvtss_f32(s);
+  }
+};
+
+void matmul_f32(const float* x, int64_t M, int64_t K, const float* w, int64_t n0, int64_t n1,
+                float* y, int64_t ldy) {
+  simd::matmul<F32Engine>(x, M, K, w, n0, n1, y, ldy);
+}
+
+void matmul_bf16(const float* x, int64_t M, int64_t K, const bf16_t* w, int64_t n0, int64_t n1,
+                 float* y, int64_t ldy) {
+  simd::matmul<F32Engine>(x, M, K, w, n0, n1, y, ldy);
+}
+
+float dot(const float*, const float*, int64_t);
+void axpy(float, const float*, float*, int64_t);
+void rmsnorm(const float*, const float*, float, float*, int64_t);
+
+}  // namespace avx2
+
+const IsaTable& avx2_table() {
+  static const IsaTable t{Isa::Avx2, avx2::matmul_f32, avx2::matmul_bf16, nullptr,
+                          avx2::dot, avx2::axpy, avx2::rmsnorm, scalar_table().silu_mul};
+  return t;
+}
+
+}  // namespace eaglet::kernels

@@ -1,0 +1,46 @@
+// The CPU ops every model is built from. Activations are F32; weights F32 or BF16. Each op
+// dispatches at run time to the best ISA (see core/cpu_features.h) and every SIMD path has a
+// scalar reference it is tested against (tests/test_kernels.cpp).
+//
+// Batch invariance: matmul computes each output element with the same instruction sequence
+// whatever M, the tile it falls in, or the thread count. A k+1-token verification pass therefore
+// produces bitwise the logits that k+1 single-token decode steps would, which is what makes greedy
+// speculative decoding reproduce plain greedy decoding token for token.
+#pragma once
+#include <cstdint>
+
+#include "core/dtype.h"
+
+namespace eaglet {
+class ThreadPool;
+}
+
+namespace eaglet::kernels {
+
+// A row-major weight matrix [rows = out features, cols = in features].
+struct WeightView {
+  DType dtype = DType::F32;  // F32 or BF16
+  const void* data = nullptr;
+  int64_t rows = 0, cols = 0;
+  size_t nbytes() const { return size_t(rows) * size_t(cols) * dtype_size(dtype); }
+};
+
+// y[M, N] = x[M, K] * w[N, K]^T (+ bias[N] when given). Threads split the N dimension.
+void matmul(const float* x, int64_t M, const WeightView& w, float* y, const float* bias = nullptr,
+            ThreadPool* pool = nullptr);
+
+float dot(const float* a, const float* b, int64_t n);
+void axpy(float a, const float* x, float* y, int64_t n);  // y += a * x
+void scale(float* x, float a, int64_t n);
+void add(float* y, const float* x, int64_t n);  // y += x
+// out = x * rsqrt(mean(x^2) + eps) * w  (in place allowed)
+void rmsnorm(const float* x, const float* w, float eps, float* out, int64_t n);
+void silu_mul(const float* gate, const float* up, float* out, int64_t n);  // silu(gate) * up
+void softmax(float* x, int64_t n);                                         // in place, fp32
+// Rotates pairs (i, i + rot/2) for i < rot/2 of one head (NeoX / HF "rotate_half" layout).
+void rope_neox(float* head, const float* cos, const float* sin, int64_t rot_dim);
+
+// Converts rows of BF16/F32 storage to F32 (embedding lookups, norm weights).
+void to_f32(DType dt, const void* src, float* dst, int64_t n);
+
+}  // namespace eaglet::kernels

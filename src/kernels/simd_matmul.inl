@@ -1,0 +1,77 @@
+// The matmul microkernel shared by the AVX2 and AVX-512 files, written once over an "engine"
+// type that supplies the vector type and its loads, multiply-add and reduction. Included (not
+// compiled alone) so each ISA file instantiates it with its own target flags.
+//
+// Each output element owns one accumulator that walks K in the same steps whatever the tile
+// shape, which keeps results independent of M, tiling and threads (see ops.h).
+#pragma once
+#include <algorithm>
+#include <cstdint>
+
+namespace eaglet::kernels::simd {
+
+template <class E, int MR, int NR, class XT, class WT>
+inline void tile(const XT* x, int64_t K, const WT* w, float* y, int64_t ldy) {
+  typename E::Acc acc[MR][NR];
+  for (int i = 0; i < MR; ++i)
+    for (int j = 0; j < NR; ++j) acc[i][j] = E::zero();
+  int64_t k = 0;
+  for (; k + E::kStep <= K; k += E::kStep) {
+    typename E::W wv[NR];
+    for (int j = 0; j < NR; ++j) wv[j] = E::load_w(w + j * K + k);
+    for (int i = 0; i < MR; ++i) {
+      const auto xv = E::load_x(x + i * K + k);
+      for (int j = 0; j < NR; ++j) acc[i][j] = E::madd(acc[i][j], xv, wv[j]);
+    }
+  }
+  if (k < K) {
+    const int rem = int(K - k);
+    typename E::W wv[NR];
+    for (int j = 0; j < NR; ++j) wv[j] = E::load_w_n(w + j * K + k, rem);
+    for (int i = 0; i < MR; ++i) {
+      const auto xv = E::load_x_n(x + i * K + k, rem);
+      for (int j = 0; j < NR; ++j) acc[i][j] = E::madd(acc[i][j], xv, wv[j]);
+    }
+  }
+  for (int i = 0; i < MR; ++i)
+    for (int j = 0; j < NR; ++j) y[i * ldy + j] = E::reduce(acc[i][j]);
+}
+
+template <class E, int NR, class XT, class WT>
+inline void tile_rows(int mr, const XT* x, int64_t K, const WT* w, float* y, int64_t ldy) {
+  static_assert(E::kMR >= 1 && E::kMR <= 4);
+  switch (mr) {
+    case 1: tile<E, 1, NR>(x, K, w, y, ldy); break;
+    case 2: if constexpr (E::kMR >= 2) tile<E, 2, NR>(x, K, w, y, ldy); break;
+    case 3: if constexpr (E::kMR >= 3) tile<E, 3, NR>(x, K, w, y, ldy); break;
+    case 4: if constexpr (E::kMR >= 4) tile<E, 4, NR>(x, K, w, y, ldy); break;
+  }
+}
+
+template <class E, class XT, class WT>
+void matmul(const XT* x, int64_t M, int64_t K, const WT* w, int64_t n0, int64_t n1, float* y,
+            int64_t ldy) {
+  constexpr int NR = 4;
+  // Blocks of rows of x small enough to stay in L2 while every weight tile streams past them.
+  const int64_t MB = std::max<int64_t>(E::kMR, (256 * 1024) / std::max<int64_t>(1, K * int64_t(sizeof(XT))));
+  for (int64_t mb = 0; mb < M; mb += MB) {
+    const int64_t me = std::min(M, mb + MB);
+    for (int64_t n = n0; n < n1; n += NR) {
+      const int nr = int(std::min<int64_t>(NR, n1 - n));
+      for (int64_t m = mb; m < me; m += E::kMR) {
+        const int mr = int(std::min<int64_t>(E::kMR, me - m));
+        const XT* xs = x + m * K;
+        const WT* ws = w + n * K;
+        float* ys = y + m * ldy + n;
+        switch (nr) {
+          case 4: tile_rows<E, 4>(mr, xs, K, ws, ys, ldy); break;
+          case 3: tile_rows<E, 3>(mr, xs, K, ws, ys, ldy); break;
+          case 2: tile_rows<E, 2>(mr, xs, K, ws, ys, ldy); break;
+          case 1: tile_rows<E, 1>(mr, xs, K, ws, ys, ldy); break;
+        }
+      }
+    }
+  }
+}
+
+}  // namespace eaglet::kernels::simd

@@ -1,0 +1,67 @@
+#include "models/attention.h"
+
+#include <cmath>
+#include <cstring>
+
+#include "core/thread_pool.h"
+#include "kernels/ops.h"
+
+namespace eaglet {
+
+void apply_rope(const Rope& rope, const std::vector<TokenSlot>& slots, const AttentionShape& s,
+                float* q, float* k) {
+  const int half = rope.rot_dim / 2;
+  std::vector<float> cs(static_cast<size_t>(half)), sn(static_cast<size_t>(half));
+  for (size_t t = 0; t < slots.size(); ++t) {
+    rope.angles(slots[t].pos, cs.data(), sn.data());
+    for (int h = 0; h < s.num_heads; ++h)
+      kernels::rope_neox(q + (t * s.num_heads + size_t(h)) * size_t(s.head_dim), cs.data(), sn.data(), rope.rot_dim);
+    for (int h = 0; h < s.num_kv_heads; ++h)
+      kernels::rope_neox(k + (t * s.num_kv_heads + size_t(h)) * size_t(s.head_dim), cs.data(), sn.data(), rope.rot_dim);
+  }
+}
+
+void store_kv(KvCache& cache, int layer, const std::vector<TokenSlot>& slots, const AttentionShape& s,
+              const float* k, const float* v) {
+  const size_t row = size_t(s.num_kv_heads) * size_t(s.head_dim);
+  for (size_t t = 0; t < slots.size(); ++t) {
+    std::memcpy(cache.key(layer, slots[t].seq, slots[t].pos), k + t * row, row * sizeof(float));
+    std::memcpy(cache.value(layer, slots[t].seq, slots[t].pos), v + t * row, row * sizeof(float));
+  }
+}
+
+void paged_attention(KvCache& cache, int layer, const std::vector<TokenSlot>& slots,
+                     const AttentionShape& s, const float* q, float* out) {
+  const int64_t T = int64_t(slots.size());
+  const int group = s.num_heads / s.num_kv_heads;
+  const int hd = s.head_dim;
+  const int bs = cache.shape().block_size;
+  const int64_t row = cache.row_stride();
+  const float scale = 1.0f / std::sqrt(float(hd));
+  ThreadPool::global().parallel_for(T * s.num_heads, [&](int64_t b, int64_t e, int) {
+    thread_local std::vector<float> scores;
+    for (int64_t i = b; i < e; ++i) {
+      const int64_t t = i / s.num_heads;
+      const int h = int(i % s.num_heads);
+      const int kvh = h / group;
+      const TokenSlot& slot = slots[size_t(t)];
+      const auto& table = cache.block_table(slot.seq);
+      const float* qh = q + (t * s.num_heads + h) * hd;
+      const int64_t n = slot.pos + 1;
+      scores.resize(size_t(n));
+      for (int64_t p = 0; p < n; ++p) {
+        const float* kp = cache.key_block(layer, table[size_t(p / bs)]) + (p % bs) * row + kvh * hd;
+        scores[size_t(p)] = kernels::dot(qh, kp, hd) * scale;
+      }
+      kernels::softmax(scores.data(), n);
+      float* oh = out + (t * s.num_heads + h) * hd;
+      std::memset(oh, 0, sizeof(float) * size_t(hd));
+      for (int64_t p = 0; p < n; ++p) {
+        const float* vp = cache.value_block(layer, table[size_t(p / bs)]) + (p % bs) * row + kvh * hd;
+        kernels::axpy(scores[size_t(p)], vp, oh, hd);
+      }
+    }
+  });
+}
+
+}  // namespace eaglet

@@ -1,0 +1,225 @@
+#include "models/decoder.h"
+
+#include <algorithm>
+#include <cstring>
+
+#include "core/error.h"
+#include "core/thread_pool.h"
+
+namespace eaglet {
+
+namespace {
+void rmsnorm_rows(const float* x, int64_t rows, int64_t n, const std::vector<float>& w, float eps, float* out) {
+  for (int64_t r = 0; r < rows; ++r) kernels::rmsnorm(x + r * n, w.data(), eps, out + r * n, n);
+}
+}  // namespace
+
+ModelConfig DecoderModel::parse_config(const JsonConfig& cfg, const std::string& dir) {
+  ModelConfig c;
+  c.dir = dir;
+  c.hidden = int(cfg.get_int("hidden_size"));
+  c.intermediate = int(cfg.get_int("intermediate_size"));
+  c.num_layers = int(cfg.get_int("num_hidden_layers"));
+  c.num_heads = int(cfg.get_int("num_attention_heads"));
+  c.num_kv_heads = int(cfg.get_int("num_key_value_heads", c.num_heads));
+  c.head_dim = int(cfg.get_int("head_dim", c.num_heads > 0 ? c.hidden / c.num_heads : 0));
+  c.vocab = int(cfg.get_int("vocab_size"));
+  c.max_position = int(cfg.get_int("max_position_embeddings", 4096));
+  c.rms_eps = float(cfg.get_double("rms_norm_eps", 1e-6));
+  c.bos_token = int(cfg.get_int("bos_token_id", -1));
+  if (cfg.has("eos_token_id"))
+    for (auto e : cfg.get_int_list("eos_token_id")) c.eos_tokens.push_back(int(e));
+  EAGLET_CHECK(c.hidden > 0 && c.num_layers > 0 && c.vocab > 0 && c.intermediate > 0,
+               "{}: hidden_size, num_hidden_layers, vocab_size and intermediate_size must be positive",
+               cfg.where());
+  EAGLET_CHECK(c.num_heads > 0 && c.num_kv_heads > 0 && c.num_heads % c.num_kv_heads == 0,
+               "{}: num_attention_heads ({}) must be a positive multiple of num_key_value_heads ({})",
+               cfg.where(), c.num_heads, c.num_kv_heads);
+  EAGLET_CHECK(c.head_dim > 0 && c.head_dim % 2 == 0, "{}: head_dim {} must be positive and even",
+               cfg.where(), c.head_dim);
+  if (cfg.has("hidden_act") && cfg.get_string("hidden_act", "") != "silu")
+    fail("{}: hidden_act '{}' is not supported (only silu)", cfg.where(), cfg.get_string("hidden_act", ""));
+  return c;
+}
+
+DecoderModel::DecoderModel(ModelConfig config, DecoderOptions opts, Rope rope, WeightStore weights)
+    : cfg_(std::move(config)), opts_(opts), rope_(std::move(rope)), weights_(std::move(weights)) {
+  attn_shape_ = {cfg_.num_heads, cfg_.num_kv_heads, cfg_.head_dim};
+  load_weights();
+}
+
+DecoderModel::DecoderModel(ModelConfig config, DecoderOptions opts, Rope rope, WeightStore weights,
+                           kernels::WeightView embed, kernels::WeightView lm_head,
+                           std::vector<float> final_norm, std::vector<DecoderLayerWeights> layers)
+    : cfg_(std::move(config)), opts_(opts), rope_(std::move(rope)), weights_(std::move(weights)),
+      embed_(embed), lm_head_(lm_head), final_norm_(std::move(final_norm)), layers_(std::move(layers)) {
+  attn_shape_ = {cfg_.num_heads, cfg_.num_kv_heads, cfg_.head_dim};
+}
+
+void DecoderModel::load_weights() {
+  const int64_t H = cfg_.hidden, I = cfg_.intermediate, hd = cfg_.head_dim;
+  const int64_t qd = cfg_.num_heads * hd, kvd = cfg_.num_kv_heads * hd;
+  embed_ = weights_.matrix("model.embed_tokens.weight", cfg_.vocab, H);
+  if (opts_.tie_embeddings && !weights_.has("lm_head.weight")) lm_head_ = embed_;
+  else lm_head_ = weights_.matrix("lm_head.weight", cfg_.vocab, H);
+  final_norm_ = weights_.vector("model.norm.weight", H);
+  cfg_.dtype_name = dtype_name(embed_.dtype);
+  layers_.resize(size_t(cfg_.num_layers));
+  for (int l = 0; l < cfg_.num_layers; ++l) {
+    const std::string p = "model.layers." + std::to_string(l) + ".";
+    auto& L = layers_[size_t(l)];
+    L.q = weights_.matrix(p + "self_attn.q_proj.weight", qd, H);
+    L.k = weights_.matrix(p + "self_attn.k_proj.weight", kvd, H);
+    L.v = weights_.matrix(p + "self_attn.v_proj.weight", kvd, H);
+    L.o = weights_.matrix(p + "self_attn.o_proj.weight", H, qd);
+    L.gate = weights_.matrix(p + "mlp.gate_proj.weight", I, H);
+    L.up = weights_.matrix(p + "mlp.up_proj.weight", I, H);
+    L.down = weights_.matrix(p + "mlp.down_proj.weight", H, I);
+    L.attn_norm = weights_.vector(p + "input_layernorm.weight", H);
+    L.mlp_norm = weights_.vector(p + "post_attention_layernorm.weight", H);
+    if (opts_.qkv_bias) {
+      L.q_bias = weights_.vector(p + "self_attn.q_proj.bias", qd);
+      L.k_bias = weights_.vector(p + "self_attn.k_proj.bias", kvd);
+      L.v_bias = weights_.vector(p + "self_attn.v_proj.bias", kvd);
+    }
+    if (opts_.qk_norm) {
+      L.q_norm = weights_.vector(p + "self_attn.q_norm.weight", hd);
+      L.k_norm = weights_.vector(p + "self_attn.k_norm.weight", hd);
+    }
+    cfg_.dtype_name = dtype_name(L.q.dtype);
+  }
+}
+
+KvCacheShape DecoderModel::kv_shape(int64_t num_blocks, int block_size) const {
+  return KvCacheShape{cfg_.num_layers, cfg_.num_kv_heads, cfg_.head_dim, block_size, num_blocks};
+}
+
+void DecoderModel::embed(const int* tokens, int64_t n, float* out) const {
+  const int64_t H = cfg_.hidden;
+  const size_t row_bytes = size_t(H) * dtype_size(embed_.dtype);
+  for (int64_t i = 0; i < n; ++i) {
+    EAGLET_CHECK(tokens[i] >= 0 && tokens[i] < cfg_.vocab, "token id {} is outside the vocabulary (size {})",
+                 tokens[i], cfg_.vocab);
+    kernels::to_f32(embed_.dtype, static_cast<const uint8_t*>(embed_.data) + size_t(tokens[i]) * row_bytes,
+                    out + i * H, H);
+  }
+}
+
+void DecoderModel::final_norm(const float* x, int64_t rows, float* out) const {
+  rmsnorm_rows(x, rows, cfg_.hidden, final_norm_, cfg_.rms_eps, out);
+}
+
+size_t DecoderModel::weight_bytes_per_token() const {
+  size_t total = lm_head_.nbytes();
+  for (auto& L : layers_)
+    total += L.q.nbytes() + L.k.nbytes() + L.v.nbytes() + L.o.nbytes() + L.gate.nbytes() +
+             L.up.nbytes() + L.down.nbytes();
+  return total;
+}
+
+void DecoderModel::layer_forward(int l, KvCache& cache, const std::vector<TokenSlot>& slots, float* x) {
+  const auto& L = layers_[size_t(l)];
+  const int64_t T = int64_t(slots.size()), H = cfg_.hidden, I = cfg_.intermediate, hd = cfg_.head_dim;
+  const int64_t qd = cfg_.num_heads * hd, kvd = cfg_.num_kv_heads * hd;
+  std::vector<float> xn(size_t(T * H)), q(size_t(T * qd)), k(size_t(T * kvd)), v(size_t(T * kvd)),
+      attn(size_t(T * qd)), tmp(size_t(T * H));
+  rmsnorm_rows(x, T, H, L.attn_norm, cfg_.rms_eps, xn.data());
+  kernels::matmul(xn.data(), T, L.q, q.data(), opts_.qkv_bias ? L.q_bias.data() : nullptr);
+  kernels::matmul(xn.data(), T, L.k, k.data(), opts_.qkv_bias ? L.k_bias.data() : nullptr);
+  kernels::matmul(xn.data(), T, L.v, v.data(), opts_.qkv_bias ? L.v_bias.data() : nullptr);
+  if (opts_.qk_norm) {
+    rmsnorm_rows(q.data(), T * cfg_.num_heads, hd, L.q_norm, cfg_.rms_eps, q.data());
+    rmsnorm_rows(k.data(), T * cfg_.num_kv_heads, hd, L.k_norm, cfg_.rms_eps, k.data());
+  }
+  apply_rope(rope_, slots, attn_shape_, q.data(), k.data());
+  store_kv(cache, l, slots, attn_shape_, k.data(), v.data());
+  paged_attention(cache, l, slots, attn_shape_, q.data(), attn.data());
+  kernels::matmul(attn.data(), T, L.o, tmp.data());
+  kernels::add(x, tmp.data(), T * H);
+
+  rmsnorm_rows(x, T, H, L.mlp_norm, cfg_.rms_eps, xn.data());
+  std::vector<float> g(size_t(T * I)), u(size_t(T * I));
+  kernels::matmul(xn.data(), T, L.gate, g.data());
+  kernels::matmul(xn.data(), T, L.up, u.data());
+  kernels::silu_mul(g.data(), u.data(), g.data(), T * I);
+  kernels::matmul(g.data(), T, L.down, tmp.data());
+  kernels::add(x, tmp.data(), T * H);
+}
+
+void DecoderModel::forward(KvCache& cache, const ForwardBatch& batch, ForwardOutput* out) {
+  const int64_t H = cfg_.hidden;
+  // Reserve all-or-nothing so a full cache leaves every sequence as it was.
+  std::vector<std::pair<SeqId, int64_t>> reserved;
+  for (auto& c : batch.chunks) {
+    const int64_t len = cache.length(c.seq);
+    if (len + int64_t(c.tokens.size()) > cfg_.max_position)
+      fail("sequence of {} tokens exceeds the model's context length {}", len + c.tokens.size(), cfg_.max_position);
+    if (!cache.reserve(c.seq, int64_t(c.tokens.size()))) {
+      for (auto& [s, n] : reserved) cache.truncate(s, n);
+      fail("KV cache is full ({} blocks)", cache.total_blocks());
+    }
+    reserved.emplace_back(c.seq, len);
+  }
+  std::vector<TokenSlot> slots;
+  std::vector<int> tokens;
+  for (auto& c : batch.chunks) {
+    const int64_t start = cache.length(c.seq);
+    for (size_t i = 0; i < c.tokens.size(); ++i) {
+      slots.push_back({c.seq, start + int64_t(i)});
+      tokens.push_back(c.tokens[i]);
+    }
+  }
+  const int64_t T = int64_t(tokens.size());
+  std::vector<float> x(size_t(T * H));
+  embed(tokens.data(), T, x.data());
+
+  const size_t ntaps = batch.tap_layers.size();
+  out->num_tokens = T;
+  out->taps.assign(ntaps ? size_t(T) * ntaps * size_t(H) : 0, 0.0f);
+  for (int id : batch.tap_layers)
+    EAGLET_CHECK(id >= 0 && id <= cfg_.num_layers, "hidden-state tap {} is out of range [0, {}]", id, cfg_.num_layers);
+  auto take_taps = [&](int id) {
+    for (size_t j = 0; j < ntaps; ++j) {
+      if (batch.tap_layers[j] != id) continue;
+      for (int64_t t = 0; t < T; ++t)
+        std::memcpy(&out->taps[(size_t(t) * ntaps + j) * size_t(H)], &x[size_t(t * H)], size_t(H) * sizeof(float));
+    }
+  };
+  take_taps(0);
+  for (int l = 0; l < cfg_.num_layers; ++l) {
+    layer_forward(l, cache, slots, x.data());
+    take_taps(l + 1);
+  }
+  for (auto& c : batch.chunks) cache.commit(c.seq, int64_t(c.tokens.size()));
+
+  std::vector<int64_t> rows;
+  int64_t base = 0;
+  for (auto& c : batch.chunks) {
+    for (int r : c.logit_rows) {
+      EAGLET_CHECK(r >= 0 && r < int(c.tokens.size()), "logit row {} outside a chunk of {} tokens", r, c.tokens.size());
+      rows.push_back(base + r);
+    }
+    base += int64_t(c.tokens.size());
+  }
+  out->num_logit_rows = int64_t(rows.size());
+  out->logits.resize(rows.size() * size_t(cfg_.vocab));
+  if (rows.empty()) return;
+  std::vector<float> sel(rows.size() * size_t(H));
+  for (size_t i = 0; i < rows.size(); ++i)
+    std::memcpy(&sel[i * size_t(H)], &x[size_t(rows[i] * H)], size_t(H) * sizeof(float));
+  final_norm(sel.data(), int64_t(rows.size()), sel.data());
+  kernels::matmul(sel.data(), int64_t(rows.size()), lm_head_, out->logits.data());
+}
+
+}  // namespace eaglet
+
+namespace eaglet {
+std::unique_ptr<Model> load_decoder(const std::string& dir, const JsonConfig& cfg,
+                                    const std::string& architecture, DecoderOptions opts) {
+  ModelConfig mc = DecoderModel::parse_config(cfg, dir);
+  mc.architecture = architecture;
+  opts.tie_embeddings = cfg.get_bool("tie_word_embeddings", false);
+  WeightStore weights(std::make_shared<Checkpoint>(Checkpoint::open_dir(dir)));
+  return std::make_unique<DecoderModel>(mc, opts, Rope::from_config(cfg, mc.head_dim), std::move(weights));
+}
+}  // namespace eaglet

@@ -1,0 +1,72 @@
+// What every target model offers the engine: one batched forward over many sequences, each
+// contributing any number of new tokens, returning logits for chosen rows and hidden-state taps.
+#pragma once
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "cache/kv_cache.h"
+#include "kernels/ops.h"
+
+namespace eaglet {
+
+struct ModelConfig {
+  std::string architecture;
+  std::string dir;  // where it was loaded from ("<built-in>" for the random model)
+  int hidden = 0, intermediate = 0, num_layers = 0;
+  int num_heads = 0, num_kv_heads = 0, head_dim = 0;
+  int vocab = 0;
+  int max_position = 4096;
+  float rms_eps = 1e-5f;
+  int bos_token = -1;
+  std::vector<int> eos_tokens;
+  std::string dtype_name;  // storage dtype of the big matrices, for logs and benchmarks
+};
+
+// One sequence's share of a forward: `tokens` are appended at the sequence's current KV length.
+struct SeqChunk {
+  SeqId seq = 0;
+  std::vector<int> tokens;
+  // Indices into `tokens` whose logits are wanted (e.g. the last one for decode, all k+1 when
+  // verifying a draft); rows appear in the output in chunk order, then index order.
+  std::vector<int> logit_rows;
+};
+
+struct ForwardBatch {
+  std::vector<SeqChunk> chunks;
+  // Hidden-state taps: the residual stream entering layer id (0 = embeddings, L = output of the
+  // last layer before the final norm). Returned for every processed token, in this order.
+  std::vector<int> tap_layers;
+};
+
+struct ForwardOutput {
+  std::vector<float> logits;  // [num_logit_rows, vocab]
+  int64_t num_logit_rows = 0;
+  std::vector<float> taps;    // [num_tokens, tap_layers.size() * hidden]
+  int64_t num_tokens = 0;
+};
+
+class Model {
+ public:
+  virtual ~Model() = default;
+  virtual const ModelConfig& config() const = 0;
+  // Shape of the KV cache this model needs, with room for `num_blocks` blocks.
+  virtual KvCacheShape kv_shape(int64_t num_blocks, int block_size = 16) const = 0;
+  // Throws eaglet::Error when the cache has no room for the batch; the cache is then unchanged.
+  virtual void forward(KvCache& cache, const ForwardBatch& batch, ForwardOutput* out) = 0;
+
+  // What an EAGLE-3 draft shares with its target and what the trainer needs to score it.
+  virtual void embed(const int* tokens, int64_t n, float* out) const = 0;
+  virtual const kernels::WeightView& lm_head() const = 0;
+  virtual void final_norm(const float* x, int64_t rows, float* out) const = 0;
+  // Bytes of weights one decode step reads (for bandwidth figures).
+  virtual size_t weight_bytes_per_token() const = 0;
+};
+
+// Loads `dir` (config.json + safetensors) with the architecture its config names.
+std::unique_ptr<Model> load_model(const std::string& dir);
+// A small Llama with seeded random weights, so every command works without a checkpoint.
+std::unique_ptr<Model> make_builtin_model(uint64_t seed = 1234);
+std::vector<std::string> registered_architectures();
+
+}  // namespace eaglet

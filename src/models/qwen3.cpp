@@ -1,0 +1,15 @@
+// Qwen3: the Llama decoder plus a per-head RMSNorm on q and k before RoPE.
+#include "models/decoder.h"
+#include "models/registry.h"
+
+namespace eaglet {
+
+void register_qwen3(ModelRegistry& r) {
+  r.add("Qwen3ForCausalLM", [](const std::string& dir, const JsonConfig& cfg) {
+    DecoderOptions opts;
+    opts.qk_norm = true;
+    return load_decoder(dir, cfg, "Qwen3ForCausalLM", opts);
+  });
+}
+
+}  // namespace eaglet

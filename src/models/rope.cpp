@@ -1,0 +1,59 @@
+#include "models/rope.h"
+
+#include <cmath>
+
+#include "core/error.h"
+
+namespace eaglet {
+
+Rope Rope::from_config(const JsonConfig& cfg, int head_dim) {
+  Rope r;
+  r.rot_dim = head_dim;
+  if (cfg.has("rotary_dim")) r.rot_dim = int(cfg.get_int("rotary_dim"));
+  else if (cfg.has("partial_rotary_factor")) r.rot_dim = int(head_dim * cfg.get_double("partial_rotary_factor"));
+  EAGLET_CHECK(r.rot_dim > 0 && r.rot_dim <= head_dim && r.rot_dim % 2 == 0,
+               "{}: rotary dimension {} does not fit head_dim {}", cfg.where(), r.rot_dim, head_dim);
+  const float theta = float(cfg.get_double("rope_theta", 10000.0));
+  const int half = r.rot_dim / 2;
+  r.inv_freq.resize(size_t(half));
+  for (int i = 0; i < half; ++i)
+    r.inv_freq[size_t(i)] = 1.0f / std::pow(theta, float(2 * i) / float(r.rot_dim));
+  if (!cfg.has("rope_scaling")) return r;
+  const JsonConfig sc = cfg.sub("rope_scaling");
+  std::string type = sc.get_string("rope_type", sc.get_string("type", "default"));
+  if (type == "default") return r;
+  if (type == "linear") {
+    r.position_scale = 1.0f / float(sc.get_double("factor"));
+    return r;
+  }
+  if (type == "llama3") {
+    const double factor = sc.get_double("factor");
+    const double low = sc.get_double("low_freq_factor", 1.0);
+    const double high = sc.get_double("high_freq_factor", 4.0);
+    const double old_ctx = sc.get_double("original_max_position_embeddings", 8192);
+    const double low_wavelen = old_ctx / low, high_wavelen = old_ctx / high;
+    for (auto& f : r.inv_freq) {
+      const double wavelen = 2 * M_PI / f;
+      if (wavelen < high_wavelen) continue;
+      if (wavelen > low_wavelen) {
+        f = float(f / factor);
+      } else {
+        const double smooth = (old_ctx / wavelen - low) / (high - low);
+        f = float((1 - smooth) * f / factor + smooth * f);
+      }
+    }
+    return r;
+  }
+  fail("{}: unsupported rope_scaling type '{}' (supported: default, linear, llama3)", sc.where(), type);
+}
+
+void Rope::angles(int64_t pos, float* cos, float* sin) const {
+  const float p = float(pos) * position_scale;
+  for (size_t i = 0; i < inv_freq.size(); ++i) {
+    const float a = p * inv_freq[i];
+    cos[i] = std::cos(a);
+    sin[i] = std::sin(a);
+  }
+}
+
+}  // namespace eaglet

@@ -1,0 +1,22 @@
+// Rotary position embedding frequencies, including the `rope_scaling` variants real checkpoints
+// use. Computed in F32 the way Hugging Face does, so logits match its reference.
+#pragma once
+#include <string>
+#include <vector>
+
+#include "io/json_config.h"
+
+namespace eaglet {
+
+struct Rope {
+  int rot_dim = 0;               // rotated dims per head (partial rotary when < head_dim)
+  std::vector<float> inv_freq;   // [rot_dim / 2]
+  float position_scale = 1.0f;   // "linear" scaling divides positions
+
+  // Reads rope_theta, rope_scaling and partial_rotary_factor/rotary_dim from a model config.
+  static Rope from_config(const JsonConfig& cfg, int head_dim);
+  // cos/sin for one position: [rot_dim / 2] each.
+  void angles(int64_t pos, float* cos, float* sin) const;
+};
+
+}  // namespace eaglet

@@ -1,0 +1,31 @@
+// Turns checkpoint tensors into kernel views. F32 and BF16 matrices are used straight from the
+// memory map; F16 is widened to F32 once at load (no F16 kernels).
+#pragma once
+#include <deque>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "io/safetensors.h"
+#include "kernels/ops.h"
+
+namespace eaglet {
+
+class WeightStore {
+ public:
+  explicit WeightStore(std::shared_ptr<Checkpoint> ckpt) : ckpt_(std::move(ckpt)) {}
+  WeightStore() = default;
+
+  const Checkpoint& checkpoint() const { return *ckpt_; }
+  bool has(const std::string& name) const { return ckpt_ && ckpt_->has(name); }
+  kernels::WeightView matrix(const std::string& name, int64_t rows, int64_t cols);
+  std::vector<float> vector(const std::string& name, int64_t n);
+  // Adopts an owned buffer (built-in model, converted tensors) and returns a view of it.
+  kernels::WeightView own(std::vector<float> data, int64_t rows, int64_t cols);
+
+ private:
+  std::shared_ptr<Checkpoint> ckpt_;
+  std::deque<std::vector<float>> owned_;
+};
+
+}  // namespace eaglet

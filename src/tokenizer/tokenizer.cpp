@@ -1,0 +1,455 @@
+#include "tokenizer/tokenizer.h"
+
+#include <algorithm>
+#include <cstring>
+#include <fstream>
+
+#include "core/error.h"
+#include "io/mapped_file.h"
+#include "tokenizer/bpe.h"
+#include "tokenizer/byte_level.h"
+#include "tokenizer/regex_split.h"
+#include "tokenizer/unicode_normalize.h"
+
+namespace eaglet {
+
+using json = nlohmann::json;
+
+namespace {
+const std::string kSpmSpace = "\xE2\x96\x81";  // U+2581 '▁'
+
+uint64_t pair_key(int a, int b) { return (uint64_t(uint32_t(a)) << 32) | uint32_t(b); }
+
+void replace_all(std::string& s, const std::string& from, const std::string& to) {
+  if (from.empty()) return;
+  size_t pos = 0;
+  while ((pos = s.find(from, pos)) != std::string::npos) {
+    s.replace(pos, from.size(), to);
+    pos += to.size();
+  }
+}
+
+size_t utf8_len(unsigned char c) {
+  if (c < 0x80) return 1;
+  if ((c & 0xE0) == 0xC0) return 2;
+  if ((c & 0xF0) == 0xE0) return 3;
+  if ((c & 0xF8) == 0xF0) return 4;
+  return 1;  // stray continuation byte: a character of its own
+}
+
+int parse_byte_token(const std::string& s) {  // "<0xAB>" -> 0xAB
+  if (s.size() != 6 || s.compare(0, 3, "<0x") != 0 || s[5] != '>') return -1;
+  return int(std::strtol(s.substr(3, 2).c_str(), nullptr, 16));
+}
+
+std::string special_token_text(const json& v) {
+  if (v.is_string()) return v.get<std::string>();
+  if (v.is_object() && v.contains("content") && v["content"].is_string()) return v["content"].get<std::string>();
+  return "";
+}
+
+// Flattens a "Sequence" node (normalizers / pretokenizers / decoders) into its steps.
+std::vector<json> flatten(const json& node, const char* list_key) {
+  std::vector<json> out;
+  if (node.is_null()) return out;
+  if (node.value("type", "") == "Sequence" && node.contains(list_key)) {
+    for (auto& c : node[list_key]) {
+      auto sub = flatten(c, list_key);
+      out.insert(out.end(), sub.begin(), sub.end());
+    }
+  } else {
+    out.push_back(node);
+  }
+  return out;
+}
+}  // namespace
+
+Tokenizer::Tokenizer() { std::fill(std::begin(byte_token_), std::end(byte_token_), -1); }
+Tokenizer::Tokenizer(Tokenizer&&) noexcept = default;
+Tokenizer& Tokenizer::operator=(Tokenizer&&) noexcept = default;
+Tokenizer::~Tokenizer() = default;
+
+Tokenizer Tokenizer::from_dir(const std::string& dir) {
+  std::string path = dir + "/tokenizer.json";
+  if (!file_exists(path)) fail("{}: tokenizer.json not found", dir);
+  json tj, cfg = json::object();
+  try {
+    tj = json::parse(read_text_file(path));
+  } catch (const json::exception& e) {
+    fail("{}: bad JSON: {}", path, e.what());
+  }
+  const std::string cfg_path = dir + "/tokenizer_config.json";
+  if (file_exists(cfg_path)) {
+    try {
+      cfg = json::parse(read_text_file(cfg_path));
+    } catch (const json::exception& e) {
+      fail("{}: bad JSON: {}", cfg_path, e.what());
+    }
+  }
+  return from_json(tj, path, cfg);
+}
+
+Tokenizer Tokenizer::from_json(const json& tj, const std::string& where, const json& cfg) {
+  Tokenizer t;
+  t.config_ = cfg;
+  if (!tj.contains("model") || !tj["model"].is_object()) fail("{}: missing field 'model'", where);
+  const json& model = tj["model"];
+  const std::string type = model.value("type", "BPE");
+  if (type != "BPE") fail("{}: tokenizer model type '{}' is not supported (only BPE)", where, type);
+  if (!model.contains("vocab") || !model["vocab"].is_object()) fail("{}: missing field 'model.vocab'", where);
+
+  // Decide how vocabulary strings map to bytes: byte-level if any pre-tokenizer or decoder says so.
+  auto pre = flatten(tj.value("pre_tokenizer", json()), "pretokenizers");
+  auto decoders = flatten(tj.value("decoder", json()), "decoders");
+  for (auto& p : pre) t.byte_level_ |= p.value("type", "") == "ByteLevel";
+  for (auto& d : decoders) t.byte_level_ |= d.value("type", "") == "ByteLevel";
+  bool spm_space = false;
+  for (auto& d : decoders) {
+    const std::string dt = d.value("type", "");
+    if (dt == "Replace" && d.contains("pattern") && d["pattern"].value("String", "") == kSpmSpace) spm_space = true;
+    if (dt == "Metaspace") spm_space = true;
+    if (dt == "Strip" && d.value("start", 0) > 0 && d.value("content", "") == " ") t.strip_leading_space_ = true;
+    if (dt == "Metaspace" && d.value("prepend_scheme", "always") != "never") t.strip_leading_space_ = true;
+  }
+  t.byte_fallback_ = model.value("byte_fallback", false);
+  t.ignore_merges_ = model.value("ignore_merges", false);
+  t.fuse_unk_ = model.value("fuse_unk", false);
+
+  int max_id = -1;
+  for (auto& [k, v] : model["vocab"].items()) max_id = std::max(max_id, v.get<int>());
+  if (tj.contains("added_tokens"))
+    for (auto& a : tj["added_tokens"]) max_id = std::max(max_id, a.value("id", -1));
+  t.id_to_bytes_.assign(size_t(max_id + 1), "");
+  t.is_special_.assign(size_t(max_id + 1), false);
+  for (auto& [k, v] : model["vocab"].items()) {
+    const int id = v.get<int>();
+    std::string bytes;
+    if (t.byte_level_) {
+      if (!byte_level_decode(k, &bytes)) bytes = k;
+    } else {
+      bytes = k;
+      const int b = parse_byte_token(k);
+      if (b >= 0) t.byte_token_[b] = id;
+    }
+    t.bytes_to_id_[bytes] = id;
+    if (!t.byte_level_) {
+      std::string shown = k;
+      const int b = parse_byte_token(k);
+      if (b >= 0 && t.byte_fallback_) shown = std::string(1, char(b));
+      else if (spm_space) replace_all(shown, kSpmSpace, " ");
+      t.id_to_bytes_[size_t(id)] = shown;
+    } else {
+      t.id_to_bytes_[size_t(id)] = bytes;
+    }
+  }
+  if (model.contains("unk_token") && model["unk_token"].is_string()) {
+    auto it = model["vocab"].find(model["unk_token"].get<std::string>());
+    if (it != model["vocab"].end()) t.unk_id_ = it->get<int>();
+  }
+  if (model.contains("merges")) {
+    int rank = 0;
+    for (auto& m : model["merges"]) {
+      std::string a, b;
+      if (m.is_string()) {
+        const std::string s = m.get<std::string>();
+        const size_t sp = s.find(' ', 1);
+        if (sp == std::string::npos) fail("{}: malformed merge '{}'", where, s);
+        a = s.substr(0, sp);
+        b = s.substr(sp + 1);
+      } else if (m.is_array() && m.size() == 2) {
+        a = m[0].get<std::string>();
+        b = m[1].get<std::string>();
+      } else {
+        fail("{}: malformed merge entry", where);
+      }
+      auto& vocab = model["vocab"];
+      auto ia = vocab.find(a), ib = vocab.find(b), im = vocab.find(a + b);
+      if (ia == vocab.end() || ib == vocab.end() || im == vocab.end()) { ++rank; continue; }
+      t.merges_.emplace(pair_key(ia->get<int>(), ib->get<int>()), std::make_pair(rank++, im->get<int>()));
+    }
+  }
+
+  for (auto& n : flatten(tj.value("normalizer", json()), "normalizers")) {
+    const std::string nt = n.value("type", "");
+    if (nt == "Prepend") t.normalizers_.push_back({Step::Prepend, n.value("prepend", ""), "", false, nullptr});
+    else if (nt == "Replace") {
+      if (!n.contains("pattern") || !n["pattern"].contains("String"))
+        fail("{}: Replace normalizer with a regex pattern is not supported", where);
+      t.normalizers_.push_back({Step::Replace, n["pattern"]["String"].get<std::string>(), n.value("content", ""), false, nullptr});
+    } else if (nt == "NFC" || nt == "NFD" || nt == "NFKC" || nt == "NFKD") {
+      t.normalizers_.push_back({Step::Normalize, nt, "", false, nullptr});
+    } else {
+      fail("{}: normalizer '{}' is not supported", where, nt);
+    }
+  }
+  for (auto& p : pre) {
+    const std::string pt = p.value("type", "");
+    if (pt == "ByteLevel") {
+      Step s{Step::ByteLevel, "", "", p.value("add_prefix_space", false), nullptr};
+      if (p.value("use_regex", true)) s.regex = std::make_shared<RegexSplitter>(kGpt2SplitPattern);
+      t.pre_tokenizers_.push_back(s);
+    } else if (pt == "Split") {
+      if (!p.contains("pattern") || !p["pattern"].contains("Regex"))
+        fail("{}: Split pre-tokenizer needs a Regex pattern", where);
+      if (p.value("behavior", "Isolated") != "Isolated" || p.value("invert", false))
+        fail("{}: Split pre-tokenizer behaviour '{}' is not supported", where, p.value("behavior", ""));
+      t.pre_tokenizers_.push_back({Step::SplitRegex, "", "", false,
+                                   std::make_shared<RegexSplitter>(p["pattern"]["Regex"].get<std::string>())});
+    } else if (pt == "Metaspace") {
+      t.pre_tokenizers_.push_back({Step::Metaspace, p.value("replacement", kSpmSpace),
+                                   p.value("prepend_scheme", "always"), p.value("split", true), nullptr});
+    } else {
+      fail("{}: pre-tokenizer '{}' is not supported", where, pt);
+    }
+  }
+  if (tj.contains("added_tokens"))
+    for (auto& a : tj["added_tokens"]) t.add_added_token(a.value("content", ""), a.value("id", -1), a.value("special", false));
+
+  // BOS/EOS: tokenizer_config.json first, then the post-processor template.
+  if (cfg.contains("bos_token")) t.bos_id_ = t.token_id(special_token_text(cfg["bos_token"]));
+  if (cfg.contains("eos_token")) {
+    const int e = t.token_id(special_token_text(cfg["eos_token"]));
+    if (e >= 0) t.eos_ids_.push_back(e);
+  }
+  bool template_bos = false;
+  for (auto& pp : flatten(tj.value("post_processor", json()), "processors")) {
+    if (pp.value("type", "") != "TemplateProcessing" || !pp.contains("single")) continue;
+    for (auto& item : pp["single"]) {
+      if (item.contains("SpecialToken")) {
+        const int id = t.token_id(item["SpecialToken"].value("id", ""));
+        if (id >= 0) {
+          if (t.bos_id_ < 0) t.bos_id_ = id;
+          template_bos = id == t.bos_id_;
+        }
+      }
+      break;  // only a leading special token counts as BOS
+    }
+  }
+  t.add_bos_ = cfg.contains("add_bos_token") && cfg["add_bos_token"].is_boolean() ? cfg["add_bos_token"].get<bool>()
+                                                                                     : template_bos;
+  t.finish_load();
+  return t;
+}
+
+Tokenizer Tokenizer::from_tiktoken(const std::string& ranks_path, const std::string& pattern,
+                                   const std::vector<std::pair<std::string, int>>& specials) {
+  static const std::string b64 = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+  auto decode64 = [&](const std::string& s) {
+    std::string out;
+    int val = 0, bits = -8;
+    for (char c : s) {
+      const size_t p = b64.find(c);
+      if (p == std::string::npos) break;
+      val = (val << 6) + int(p);
+      bits += 6;
+      if (bits >= 0) {
+        out.push_back(char((val >> bits) & 0xFF));
+        bits -= 8;
+      }
+    }
+    return out;
+  };
+  Tokenizer t;
+  t.byte_level_ = true;
+  t.rank_by_merged_bytes_ = true;
+  std::ifstream in(ranks_path);
+  if (!in) fail("{}: cannot open", ranks_path);
+  std::string tok, line;
+  int rank;
+  while (std::getline(in, line)) {
+    const size_t sp = line.find(' ');
+    if (sp == std::string::npos) continue;
+    tok = decode64(line.substr(0, sp));
+    rank = std::atoi(line.c_str() + sp + 1);
+    if (rank >= int(t.id_to_bytes_.size())) t.id_to_bytes_.resize(size_t(rank + 1));
+    t.id_to_bytes_[size_t(rank)] = tok;
+    t.bytes_to_id_[tok] = rank;
+  }
+  t.is_special_.assign(t.id_to_bytes_.size(), false);
+  t.pre_tokenizers_.push_back({Step::SplitRegex, "", "", false, std::make_shared<RegexSplitter>(pattern)});
+  for (auto& [s, id] : specials) t.add_added_token(s, id, true);
+  t.finish_load();
+  return t;
+}
+
+Tokenizer Tokenizer::bytes() {
+  json vocab = json::object();
+  vocab["<unk>"] = 0;
+  vocab["<s>"] = 1;
+  vocab["</s>"] = 2;
+  for (int b = 0; b < 256; ++b) vocab[fmt::format("<0x{:02X}>", b)] = 3 + b;
+  json tj = {{"model", {{"type", "BPE"}, {"vocab", vocab}, {"merges", json::array()}, {"byte_fallback", true}, {"unk_token", "<unk>"}}},
+             {"added_tokens", json::array({{{"id", 0}, {"content", "<unk>"}, {"special", true}},
+                                           {{"id", 1}, {"content", "<s>"}, {"special", true}},
+                                           {{"id", 2}, {"content", "</s>"}, {"special", true}}})},
+             {"decoder", {{"type", "Sequence"}, {"decoders", json::array({{{"type", "ByteFallback"}}, {{"type", "Fuse"}}})}}}};
+  json cfg = {{"bos_token", "<s>"}, {"eos_token", "</s>"}, {"add_bos_token", true}};
+  return from_json(tj, "<built-in byte tokenizer>", cfg);
+}
+
+void Tokenizer::add_added_token(const std::string& content, int id, bool special) {
+  if (content.empty() || id < 0) return;
+  if (id >= int(id_to_bytes_.size())) {
+    id_to_bytes_.resize(size_t(id + 1));
+    is_special_.resize(size_t(id + 1), false);
+  }
+  id_to_bytes_[size_t(id)] = content;
+  is_special_[size_t(id)] = special;
+  added_.emplace_back(content, id);
+}
+
+void Tokenizer::finish_load() {
+  std::sort(added_.begin(), added_.end(), [](auto& a, auto& b) { return a.first.size() > b.first.size(); });
+}
+
+const std::string& Tokenizer::token_bytes(int id) const {
+  static const std::string empty;
+  return id >= 0 && id < int(id_to_bytes_.size()) ? id_to_bytes_[size_t(id)] : empty;
+}
+
+int Tokenizer::token_id(const std::string& text) const {
+  for (auto& [s, id] : added_)
+    if (s == text) return id;
+  std::string key = text;
+  if (byte_level_) byte_level_decode(text, &key);
+  auto it = bytes_to_id_.find(key);
+  if (it != bytes_to_id_.end()) return it->second;
+  it = bytes_to_id_.find(text);
+  return it == bytes_to_id_.end() ? -1 : it->second;
+}
+
+std::vector<int> Tokenizer::encode(std::string_view text, int add_bos, bool parse_special) const {
+  std::vector<int> out;
+  if ((add_bos < 0 ? add_bos_ : add_bos != 0) && bos_id_ >= 0) out.push_back(bos_id_);
+  size_t seg_start = 0, pos = 0;
+  bool first = true;
+  while (pos < text.size()) {
+    const std::pair<std::string, int>* hit = nullptr;
+    if (parse_special)
+      for (auto& a : added_)
+        if (text.compare(pos, a.first.size(), a.first) == 0) { hit = &a; break; }
+    if (!hit) { ++pos; continue; }
+    if (pos > seg_start) encode_segment(text.substr(seg_start, pos - seg_start), first, &out);
+    first = false;
+    out.push_back(hit->second);
+    pos += hit->first.size();
+    seg_start = pos;
+  }
+  if (seg_start < text.size()) encode_segment(text.substr(seg_start), first, &out);
+  return out;
+}
+
+void Tokenizer::encode_segment(std::string_view segment, bool first, std::vector<int>* out) const {
+  std::string s(segment);
+  for (auto& n : normalizers_) {
+    if (n.kind == Step::Prepend) s = n.a + s;
+    else if (n.kind == Step::Replace) replace_all(s, n.a, n.b);
+    else s = unicode_normalize(s, n.a);
+  }
+  std::vector<std::string> pieces{s};
+  for (auto& p : pre_tokenizers_) {
+    std::vector<std::string> next;
+    if (p.kind == Step::ByteLevel && p.flag && !pieces.empty() && !pieces[0].empty() && pieces[0][0] != ' ')
+      pieces[0] = " " + pieces[0];
+    if (p.kind == Step::Metaspace) {
+      for (size_t i = 0; i < pieces.size(); ++i) {
+        std::string q = pieces[i];
+        replace_all(q, " ", p.a);
+        const bool prepend = p.b == "always" || (p.b == "first" && first && i == 0);
+        if (prepend && q.compare(0, p.a.size(), p.a) != 0) q = p.a + q;
+        if (!p.flag) { next.push_back(q); continue; }
+        size_t start = 0;  // split before each replacement char, keeping it as a prefix
+        for (size_t at = q.find(p.a, 1); at != std::string::npos; at = q.find(p.a, at + 1)) {
+          next.push_back(q.substr(start, at - start));
+          start = at;
+        }
+        next.push_back(q.substr(start));
+      }
+    } else if (p.regex) {
+      for (auto& piece : pieces)
+        for (auto v : p.regex->split(piece)) next.emplace_back(v);
+    } else {
+      next = pieces;
+    }
+    pieces.swap(next);
+  }
+  for (auto& piece : pieces)
+    if (!piece.empty()) encode_piece(piece, out);
+}
+
+void Tokenizer::encode_piece(const std::string& piece, std::vector<int>* out) const {
+  if (ignore_merges_ || rank_by_merged_bytes_) {
+    auto it = bytes_to_id_.find(piece);
+    if (it != bytes_to_id_.end()) { out->push_back(it->second); return; }
+  }
+  std::vector<int> symbols;
+  for (size_t i = 0; i < piece.size();) {
+    const size_t n = byte_level_ ? 1 : std::min(utf8_len(static_cast<unsigned char>(piece[i])), piece.size() - i);
+    auto it = bytes_to_id_.find(piece.substr(i, n));
+    if (it != bytes_to_id_.end()) {
+      symbols.push_back(it->second);
+    } else if (byte_fallback_) {
+      for (size_t j = i; j < i + n; ++j) {
+        const int b = byte_token_[static_cast<unsigned char>(piece[j])];
+        if (b >= 0) symbols.push_back(b);
+        else if (unk_id_ >= 0) symbols.push_back(unk_id_);
+      }
+    } else if (unk_id_ >= 0) {
+      if (!(fuse_unk_ && !symbols.empty() && symbols.back() == unk_id_)) symbols.push_back(unk_id_);
+    }
+    i += n;
+  }
+  MergeFn merge;
+  if (rank_by_merged_bytes_) {
+    merge = [this](int a, int b) {
+      auto it = bytes_to_id_.find(id_to_bytes_[size_t(a)] + id_to_bytes_[size_t(b)]);
+      return it == bytes_to_id_.end() ? MergeResult{} : MergeResult{true, double(it->second), it->second};
+    };
+  } else {
+    merge = [this](int a, int b) {
+      auto it = merges_.find(pair_key(a, b));
+      return it == merges_.end() ? MergeResult{} : MergeResult{true, double(it->second.first), it->second.second};
+    };
+  }
+  for (int id : bpe_merge(symbols, merge)) out->push_back(id);
+}
+
+std::string Tokenizer::decode(const std::vector<int>& ids, bool skip_special) const {
+  StreamDecoder d(*this, skip_special);
+  std::string out;
+  for (int id : ids) out += d.push(id);
+  return out + d.flush();
+}
+
+size_t utf8_complete_prefix(std::string_view s) {
+  // Walk back over at most 3 trailing bytes to find an unfinished lead byte.
+  const size_t n = s.size();
+  for (size_t back = 1; back <= std::min<size_t>(4, n); ++back) {
+    const unsigned char c = static_cast<unsigned char>(s[n - back]);
+    if ((c & 0xC0) == 0x80) continue;  // continuation byte
+    const size_t need = utf8_len(c);
+    return need > back ? n - back : n;
+  }
+  return n;
+}
+
+std::string StreamDecoder::push(int id) {
+  if (skip_special_ && tok_.is_special(id)) return "";
+  pending_ += tok_.token_bytes(id);
+  if (!started_ && !pending_.empty()) {
+    started_ = true;
+    if (tok_.strips_leading_space() && pending_[0] == ' ') pending_.erase(0, 1);
+  }
+  const size_t n = utf8_complete_prefix(pending_);
+  std::string out = pending_.substr(0, n);
+  pending_.erase(0, n);
+  return out;
+}
+
+std::string StreamDecoder::flush() {
+  std::string out;
+  out.swap(pending_);
+  return out;
+}
+
+}  // namespace eaglet

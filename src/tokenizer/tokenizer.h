@@ -1,0 +1,101 @@
+// Hugging Face `tokenizer.json` tokenizers (BPE: byte-level as in GPT-2 / Llama 3 / Qwen, and
+// SentencePiece-style with byte fallback as in Llama 2), tiktoken rank files, and a plain byte
+// tokenizer for the built-in model. Vocabulary entries are kept as the raw bytes they decode to,
+// so decoding is a concatenation and streaming only has to hold back incomplete UTF-8.
+#pragma once
+#include <memory>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <string_view>
+#include <unordered_map>
+#include <vector>
+
+namespace eaglet {
+
+class RegexSplitter;
+
+class Tokenizer {
+ public:
+  // `dir` holds tokenizer.json and optionally tokenizer_config.json (BOS/EOS, add_bos_token).
+  static Tokenizer from_dir(const std::string& dir);
+  static Tokenizer from_json(const nlohmann::json& tokenizer_json, const std::string& where,
+                             const nlohmann::json& tokenizer_config = nlohmann::json::object());
+  // A tiktoken `.tiktoken` rank file with its split pattern and special tokens.
+  static Tokenizer from_tiktoken(const std::string& ranks_path, const std::string& pattern,
+                                 const std::vector<std::pair<std::string, int>>& specials);
+  // <unk>=0, <s>=1, </s>=2, then bytes 0x00..0xFF as ids 3..258 (the built-in model's vocabulary).
+  static Tokenizer bytes();
+
+  Tokenizer(Tokenizer&&) noexcept;
+  Tokenizer& operator=(Tokenizer&&) noexcept;
+  ~Tokenizer();
+
+  // `add_bos`: -1 follows the tokenizer's config, 0/1 force it. Special tokens written in the
+  // text are recognised when `parse_special` is set.
+  std::vector<int> encode(std::string_view text, int add_bos = -1, bool parse_special = true) const;
+  std::string decode(const std::vector<int>& ids, bool skip_special = true) const;
+
+  int vocab_size() const { return int(id_to_bytes_.size()); }
+  int bos_id() const { return bos_id_; }
+  const std::vector<int>& eos_ids() const { return eos_ids_; }
+  bool adds_bos() const { return add_bos_; }
+  bool is_special(int id) const { return id >= 0 && id < int(is_special_.size()) && is_special_[size_t(id)]; }
+  const std::string& token_bytes(int id) const;
+  // Id of a token given as its text (vocabulary entry or added token); -1 when absent.
+  int token_id(const std::string& text) const;
+  // Whether decoding removes one leading space from the start of a sequence (SentencePiece).
+  bool strips_leading_space() const { return strip_leading_space_; }
+  const nlohmann::json& config() const { return config_; }
+
+ private:
+  Tokenizer();
+  struct Step {
+    enum Kind { Prepend, Replace, Normalize, SplitRegex, ByteLevel, Metaspace } kind;
+    std::string a, b;          // Prepend: a; Replace: a -> b; Normalize: form; Metaspace: replacement, scheme
+    bool flag = false;         // ByteLevel: add_prefix_space; Metaspace: split
+    std::shared_ptr<RegexSplitter> regex;
+  };
+  void encode_segment(std::string_view segment, bool first, std::vector<int>* out) const;
+  void encode_piece(const std::string& piece, std::vector<int>* out) const;
+  void add_added_token(const std::string& content, int id, bool special);
+  void finish_load();
+
+  std::vector<std::string> id_to_bytes_;
+  std::unordered_map<std::string, int> bytes_to_id_;
+  std::unordered_map<uint64_t, std::pair<int, int>> merges_;  // (left,right) -> (rank, merged)
+  bool rank_by_merged_bytes_ = false;  // tiktoken: priority is the rank of the merged token
+  std::vector<Step> normalizers_, pre_tokenizers_;
+  bool byte_level_ = false;     // initial symbols are bytes (else UTF-8 characters)
+  bool byte_fallback_ = false;
+  bool ignore_merges_ = false;
+  bool fuse_unk_ = false;
+  int unk_id_ = -1;
+  int byte_token_[256];         // byte-fallback ids (<0xXX>), -1 when absent
+  bool strip_leading_space_ = false;
+  std::vector<std::pair<std::string, int>> added_;  // longest first
+  std::vector<bool> is_special_;
+  int bos_id_ = -1;
+  std::vector<int> eos_ids_;
+  bool add_bos_ = false;
+  nlohmann::json config_;
+};
+
+// Turns a token stream into text without ever emitting half a UTF-8 character; the text
+// concatenated over all calls equals Tokenizer::decode of the whole stream.
+class StreamDecoder {
+ public:
+  explicit StreamDecoder(const Tokenizer& tok, bool skip_special = true) : tok_(tok), skip_special_(skip_special) {}
+  std::string push(int id);
+  std::string flush();  // whatever is held back (invalid UTF-8 at the end comes out as is)
+
+ private:
+  const Tokenizer& tok_;
+  bool skip_special_;
+  bool started_ = false;
+  std::string pending_;
+};
+
+// Length of the longest prefix of `s` that ends on a UTF-8 character boundary.
+size_t utf8_complete_prefix(std::string_view s);
+
+}  // namespace eaglet

@@ -1,0 +1,59 @@
+// Helpers shared by the tests: locating ../shared, temporary directories, running commands and
+// writing tiny random checkpoints that an independent reference can also read.
+#pragma once
+#include <cstdint>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "core/dtype.h"
+
+namespace eaglet::test {
+
+// ../shared beside the checkout (or $EAGLET_SHARED); empty when absent.
+std::string shared_dir();
+#define EAGLET_REQUIRE_SHARED()                                                            \
+  do {                                                                                      \
+    if (::eaglet::test::shared_dir().empty())                                               \
+      GTEST_SKIP() << "../shared is not present; this test needs its models or data";       \
+  } while (0)
+
+class TempDir {
+ public:
+  TempDir();
+  ~TempDir();
+  const std::string& path() const { return path_; }
+  std::string file(const std::string& name) const { return path_ + "/" + name; }
+
+ private:
+  std::string path_;
+};
+
+struct CommandResult {
+  int exit_code = -1;
+  std::string output;  // stdout (stderr too when merged by the command)
+};
+CommandResult run_command(const std::string& cmd);
+std::string eaglet_binary();
+std::string source_dir();
+bool python_numpy_available();
+
+void write_text(const std::string& path, const std::string& text);
+
+// A tiny decoder checkpoint with seeded random weights.
+struct TinyModelSpec {
+  std::string architecture = "LlamaForCausalLM";  // or Qwen2ForCausalLM, Qwen3ForCausalLM
+  int hidden = 48, intermediate = 72, layers = 3, heads = 4, kv_heads = 2, head_dim = 16, vocab = 97;
+  bool llama3_rope = false;
+  bool tie_embeddings = false;
+  DType dtype = DType::F32;
+  uint64_t seed = 7;
+  int max_position = 512;
+};
+void write_tiny_model(const std::string& dir, const TinyModelSpec& spec);
+
+// Float data as raw bytes of `dtype` (F32 or BF16), for safetensors writers.
+std::string float_bytes(const std::vector<float>& v, DType dtype);
+std::vector<float> random_normal(size_t n, float stddev, uint64_t seed);
+
+}  // namespace eaglet::test

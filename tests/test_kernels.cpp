@@ -1,0 +1,167 @@
+// Every SIMD path against the scalar reference on odd shapes, plus the batch-invariance property
+// speculative decoding relies on (ops.h).
+#include <gtest/gtest.h>
+
+#include <cmath>
+
+#include "core/cpu_features.h"
+#include "core/thread_pool.h"
+#include "kernels/isa_table.h"
+#include "kernels/ops.h"
+#include "support/test_util.h"
+
+namespace eaglet {
+namespace {
+
+using kernels::IsaTable;
+
+std::vector<Isa> simd_isas() {
+  std::vector<Isa> out;
+  for (Isa i : {Isa::Avx2, Isa::Avx512, Isa::Avx512Bf16})
+    if (int(i) <= int(best_supported_isa())) out.push_back(i);
+  return out;
+}
+
+std::vector<bf16_t> to_bf16(const std::vector<float>& v) {
+  std::vector<bf16_t> o(v.size());
+  for (size_t i = 0; i < v.size(); ++i) o[i] = f32_to_bf16(v[i]);
+  return o;
+}
+
+// |a - b| <= tol * (sum of |x_k w_k|), the natural scale of a dot product's rounding error.
+void expect_close_dots(const std::vector<float>& got, const std::vector<float>& want,
+                       const std::vector<float>& scale, float tol, const std::string& what) {
+  for (size_t i = 0; i < got.size(); ++i)
+    ASSERT_LE(std::fabs(got[i] - want[i]), tol * (scale[i] + 1e-6f)) << what << " element " << i;
+}
+
+std::vector<float> abs_dot_scale(const std::vector<float>& x, const std::vector<float>& w, int64_t M, int64_t N, int64_t K) {
+  std::vector<float> s(size_t(M * N));
+  for (int64_t m = 0; m < M; ++m)
+    for (int64_t n = 0; n < N; ++n) {
+      double a = 0;
+      for (int64_t k = 0; k < K; ++k) a += std::fabs(double(x[size_t(m * K + k)]) * w[size_t(n * K + k)]);
+      s[size_t(m * N + n)] = float(a);
+    }
+  return s;
+}
+
+TEST(Kernels, MatmulMatchesScalarOnOddShapes) {
+  const IsaTable& ref = kernels::scalar_table();
+  uint64_t seed = 1;
+  for (int64_t M : {1, 2, 3, 5, 7})
+    for (int64_t K : {1, 7, 17, 33, 67, 130})
+      for (int64_t N : {1, 3, 5, 13, 37}) {
+        auto x = test::random_normal(size_t(M * K), 1.0f, seed++);
+        auto w = test::random_normal(size_t(N * K), 1.0f, seed++);
+        auto wb = to_bf16(w);
+        std::vector<float> wbf(w.size());
+        for (size_t i = 0; i < w.size(); ++i) wbf[i] = bf16_to_f32(wb[i]);
+        auto xb = to_bf16(x);
+        const auto scale = abs_dot_scale(x, w, M, N, K);
+        std::vector<float> want_f32(size_t(M * N)), want_bf16(size_t(M * N)), want_bb(size_t(M * N));
+        ref.matmul_f32(x.data(), M, K, w.data(), 0, N, want_f32.data(), N);
+        ref.matmul_bf16(x.data(), M, K, wb.data(), 0, N, want_bf16.data(), N);
+        ref.matmul_bf16_bf16(xb.data(), M, K, wb.data(), 0, N, want_bb.data(), N);
+        for (Isa isa : simd_isas()) {
+          const IsaTable& t = kernels::table_for(isa);
+          const std::string tag = std::string(isa_name(isa)) + " M=" + std::to_string(M) + " K=" + std::to_string(K) + " N=" + std::to_string(N);
+          std::vector<float> got(size_t(M * N));
+          t.matmul_f32(x.data(), M, K, w.data(), 0, N, got.data(), N);
+          expect_close_dots(got, want_f32, scale, 1e-5f, "f32 " + tag);
+          t.matmul_bf16(x.data(), M, K, wb.data(), 0, N, got.data(), N);
+          expect_close_dots(got, want_bf16, scale, 1e-5f, "bf16 " + tag);
+          if (t.matmul_bf16_bf16) {
+            t.matmul_bf16_bf16(xb.data(), M, K, wb.data(), 0, N, got.data(), N);
+            expect_close_dots(got, want_bb, scale, 1e-5f, "bf16xbf16 " + tag);
+          }
+          // A sub-range of output columns only writes those columns.
+          if (N >= 5) {
+            std::vector<float> part(size_t(M * N), -7.0f);
+            t.matmul_f32(x.data(), M, K, w.data(), 1, N - 1, part.data(), N);
+            for (int64_t m = 0; m < M; ++m) {
+              EXPECT_EQ(part[size_t(m * N)], -7.0f);
+              EXPECT_EQ(part[size_t(m * N + N - 1)], -7.0f);
+            }
+          }
+        }
+      }
+}
+
+TEST(Kernels, VectorOpsMatchScalar) {
+  const IsaTable& ref = kernels::scalar_table();
+  for (int64_t n : {1, 5, 8, 15, 16, 17, 63, 100}) {
+    auto a = test::random_normal(size_t(n), 1.0f, uint64_t(n));
+    auto b = test::random_normal(size_t(n), 1.0f, uint64_t(n) + 99);
+    auto w = test::random_normal(size_t(n), 0.5f, uint64_t(n) + 7);
+    double scale = 0;
+    for (int64_t i = 0; i < n; ++i) scale += std::fabs(a[size_t(i)] * b[size_t(i)]);
+    for (Isa isa : simd_isas()) {
+      const IsaTable& t = kernels::table_for(isa);
+      EXPECT_NEAR(t.dot(a.data(), b.data(), n), ref.dot(a.data(), b.data(), n), 1e-5 * scale + 1e-6) << isa_name(isa);
+      std::vector<float> y1(b), y2(b);
+      t.axpy(0.37f, a.data(), y1.data(), n);
+      ref.axpy(0.37f, a.data(), y2.data(), n);
+      for (int64_t i = 0; i < n; ++i) EXPECT_NEAR(y1[size_t(i)], y2[size_t(i)], 1e-6) << isa_name(isa);
+      std::vector<float> r1(static_cast<size_t>(n)), r2(static_cast<size_t>(n));
+      t.rmsnorm(a.data(), w.data(), 1e-5f, r1.data(), n);
+      ref.rmsnorm(a.data(), w.data(), 1e-5f, r2.data(), n);
+      for (int64_t i = 0; i < n; ++i) EXPECT_NEAR(r1[size_t(i)], r2[size_t(i)], 1e-5 * (1 + std::fabs(r2[size_t(i)]))) << isa_name(isa);
+    }
+  }
+}
+
+TEST(Kernels, MatmulIsBatchAndThreadInvariant) {
+  // Row m of a batched matmul is bitwise equal to the same row computed alone, for every ISA,
+  // dtype and thread count: the property that makes verification reproduce plain decoding.
+  const int64_t M = 7, K = 67, N = 45;
+  auto x = test::random_normal(size_t(M * K), 1.0f, 3);
+  auto w = test::random_normal(size_t(N * K), 1.0f, 4);
+  auto wb = to_bf16(w);
+  const Isa saved = active_isa();
+  for (Isa isa : {Isa::Scalar, Isa::Avx2, Isa::Avx512, Isa::Avx512Bf16}) {
+    if (int(isa) > int(best_supported_isa())) continue;
+    set_active_isa(isa);
+    for (DType dt : {DType::F32, DType::BF16}) {
+      kernels::WeightView view{dt, dt == DType::F32 ? static_cast<const void*>(w.data()) : wb.data(), N, K};
+      ThreadPool one(1), three(3);
+      std::vector<float> batched(size_t(M * N)), threaded(size_t(M * N));
+      kernels::matmul(x.data(), M, view, batched.data(), nullptr, &one);
+      kernels::matmul(x.data(), M, view, threaded.data(), nullptr, &three);
+      ASSERT_EQ(batched, threaded) << isa_name(isa);
+      for (int64_t m = 0; m < M; ++m) {
+        std::vector<float> row(static_cast<size_t>(N));
+        kernels::matmul(x.data() + m * K, 1, view, row.data(), nullptr, &one);
+        for (int64_t n = 0; n < N; ++n) ASSERT_EQ(row[size_t(n)], batched[size_t(m * N + n)]) << isa_name(isa) << " row " << m;
+      }
+    }
+  }
+  set_active_isa(saved);
+}
+
+TEST(Kernels, Bf16RoundingIsNearestEven) {
+  EXPECT_EQ(f32_to_bf16(1.0f), 0x3F80);
+  EXPECT_EQ(bf16_to_f32(f32_to_bf16(3.14159f)), 3.140625f);
+  // 1 + 2^-8 is exactly halfway between two bf16 values; ties go to the even one (1.0).
+  EXPECT_EQ(f32_to_bf16(1.00390625f), 0x3F80);
+  EXPECT_EQ(f32_to_bf16(1.01171875f), 0x3F82);
+  EXPECT_TRUE(std::isnan(bf16_to_f32(f32_to_bf16(NAN))));
+  EXPECT_EQ(f16_to_f32(0x3C00), 1.0f);
+  EXPECT_EQ(f16_to_f32(0xC000), -2.0f);
+  EXPECT_EQ(f16_to_f32(0x0001), std::ldexp(1.0f, -24));
+}
+
+TEST(Kernels, SoftmaxAndRope) {
+  std::vector<float> x = {1.0f, 2.0f, 3.0f};
+  kernels::softmax(x.data(), 3);
+  EXPECT_NEAR(x[0] + x[1] + x[2], 1.0f, 1e-6);
+  EXPECT_NEAR(x[2] / x[1], std::exp(1.0f), 1e-5);
+  std::vector<float> h = {1, 2, 3, 4}, c = {0.5f, 1.0f}, s = {std::sqrt(0.75f), 0.0f};
+  kernels::rope_neox(h.data(), c.data(), s.data(), 4);
+  EXPECT_NEAR(h[0], 1 * 0.5f - 3 * std::sqrt(0.75f), 1e-6);
+  EXPECT_NEAR(h[2], 3 * 0.5f + 1 * std::sqrt(0.75f), 1e-6);
+  EXPECT_NEAR(h[1], 2.0f, 1e-6);
+}
+
+}  // namespace
+}  // namespace eaglet

@@ -1,0 +1,91 @@
+#include <gtest/gtest.h>
+
+#include <cmath>
+
+#include "core/error.h"
+#include "engine/output_tracker.h"
+#include "engine/sampler.h"
+
+namespace eaglet {
+namespace {
+
+TEST(Sampling, MasksAndRenormalises) {
+  const std::vector<float> logits = {2.0f, 1.0f, 0.5f, -1.0f, 3.0f};
+  std::vector<float> p;
+  SamplingParams sp;
+  target_probs(logits.data(), 5, sp, &p);
+  EXPECT_EQ(p, (std::vector<float>{0, 0, 0, 0, 1}));
+  sp.temperature = 1.0f;
+  sp.top_k = 2;
+  target_probs(logits.data(), 5, sp, &p);
+  EXPECT_NEAR(p[4], std::exp(3.0) / (std::exp(3.0) + std::exp(2.0)), 1e-6);
+  EXPECT_EQ(p[1], 0.0f);
+  sp.top_k = 0;
+  sp.top_p = 0.5f;  // the top token alone holds > 0.5
+  target_probs(logits.data(), 5, sp, &p);
+  EXPECT_EQ(p[4], 1.0f);
+  sp.top_p = 1.0f;
+  sp.min_p = 0.3f;  // keeps tokens with p >= 0.3 * p_max: ids 4 and 0
+  target_probs(logits.data(), 5, sp, &p);
+  EXPECT_GT(p[0], 0.0f);
+  EXPECT_EQ(p[1], 0.0f);
+  EXPECT_NEAR(p[0] + p[4], 1.0f, 1e-6);
+}
+
+TEST(Sampling, SeededAndMatchesDistribution) {
+  const std::vector<float> logits = {0.0f, 1.0f, 2.0f};
+  SamplingParams sp;
+  sp.temperature = 1.0f;
+  sp.seed = 42;
+  Sampler a(sp), b(sp);
+  std::vector<int> counts(3);
+  const int n = 30000;
+  for (int i = 0; i < n; ++i) {
+    const int x = a.sample(logits.data(), 3);
+    EXPECT_EQ(x, b.sample(logits.data(), 3));
+    ++counts[size_t(x)];
+  }
+  std::vector<float> p;
+  target_probs(logits.data(), 3, sp, &p);
+  for (int i = 0; i < 3; ++i) EXPECT_NEAR(counts[size_t(i)] / double(n), p[size_t(i)], 0.015);
+}
+
+TEST(Sampling, ValidationNamesTheParameter) {
+  SamplingParams sp;
+  sp.top_p = 0.0f;
+  try {
+    validate(sp);
+    FAIL();
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("top_p"), std::string::npos);
+  }
+}
+
+TEST(OutputTracker, StopStringsTokensAndLength) {
+  Tokenizer tok = Tokenizer::bytes();
+  auto feed = [&](const std::string& text, StopConditions stop) {
+    OutputTracker t(tok, stop);
+    std::string streamed;
+    for (int id : tok.encode(text, 0)) {
+      const bool more = t.append(id);
+      streamed += t.take_new_text();
+      if (!more) break;
+    }
+    streamed += t.take_new_text();
+    EXPECT_EQ(streamed, t.text());
+    return std::make_pair(t.text(), t.finish_reason());
+  };
+  StopConditions s;
+  s.max_tokens = 100;
+  s.stop_strings = {"END", "xyz"};
+  EXPECT_EQ(feed("hello ENXD world END more", s), std::make_pair(std::string("hello ENXD world "), std::string("stop")));
+  s.stop_strings = {};
+  s.stop_tokens = {tok.encode("!", 0)[0]};
+  EXPECT_EQ(feed("hi! there", s), std::make_pair(std::string("hi"), std::string("stop")));
+  s.ignore_eos = true;
+  s.max_tokens = 5;
+  EXPECT_EQ(feed("hi! there", s), std::make_pair(std::string("hi! t"), std::string("length")));
+}
+
+}  // namespace
+}  // namespace eaglet

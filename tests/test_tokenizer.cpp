@@ -1,0 +1,153 @@
+// Tokenizers against llama.cpp's test vectors and tiktoken's, plus round trips and streaming.
+#include <gtest/gtest.h>
+
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <sstream>
+
+#include "io/mapped_file.h"
+#include "tokenizer/tokenizer.h"
+#include "support/test_util.h"
+
+namespace eaglet {
+namespace {
+
+std::vector<std::string> split_on(const std::string& s, const std::string& sep) {
+  std::vector<std::string> out;
+  size_t b = 0, e;
+  while ((e = s.find(sep, b)) != std::string::npos) {
+    out.push_back(s.substr(b, e - b));
+    b = e + sep.size();
+  }
+  out.push_back(s.substr(b));
+  return out;
+}
+
+// Checks every (input, ids) pair of a llama.cpp `.inp/.out` vector file; returns the count.
+int check_llamacpp_vectors(const Tokenizer& tok, const std::string& name) {
+  const std::string base = test::shared_dir() + "/tokenizers/llamacpp_vocab/ggml-vocab-" + name + ".gguf";
+  auto inputs = split_on(read_text_file(base + ".inp"), "\n__ggml_vocab_test__\n");
+  auto outputs = split_on(read_text_file(base + ".out"), "\n");
+  int checked = 0;
+  for (size_t i = 0; i + 1 < inputs.size() && i < outputs.size(); ++i) {
+    std::vector<int> want;
+    std::istringstream ss(outputs[i]);
+    int id;
+    while (ss >> id) want.push_back(id);
+    const auto got = tok.encode(inputs[i], /*add_bos=*/0, /*parse_special=*/false);
+    EXPECT_EQ(got, want) << name << " vector " << i << ": '" << inputs[i] << "'";
+    EXPECT_EQ(tok.decode(got, false), inputs[i]) << name << " round trip " << i;
+    ++checked;
+  }
+  return checked;
+}
+
+TEST(Tokenizer, Gpt2MatchesLlamaCppVectors) {
+  EAGLET_REQUIRE_SHARED();
+  nlohmann::json tj = nlohmann::json::parse(read_text_file(test::shared_dir() + "/tokenizers/hf/gpt2_tokenizer.json"));
+  EXPECT_EQ(check_llamacpp_vectors(Tokenizer::from_json(tj, "gpt2"), "gpt-2"), 46);
+}
+
+TEST(Tokenizer, Llama3MatchesLlamaCppVectors) {
+  EAGLET_REQUIRE_SHARED();
+  const std::string d = test::shared_dir() + "/tokenizers/hf/";
+  auto tj = nlohmann::json::parse(read_text_file(d + "llama3_tokenizer.json.gz"));
+  auto cfg = nlohmann::json::parse(read_text_file(d + "llama3_tokenizer_config.json"));
+  Tokenizer tok = Tokenizer::from_json(tj, "llama3", cfg);
+  EXPECT_EQ(check_llamacpp_vectors(tok, "llama-bpe"), 46);
+  EXPECT_EQ(tok.bos_id(), 128000);
+  // This tokenizer.json has no TemplateProcessing and the config no add_bos_token, so Hugging
+  // Face adds no BOS by default; forcing it puts <|begin_of_text|> first.
+  EXPECT_FALSE(tok.adds_bos());
+  EXPECT_EQ(tok.encode("Hi", 1)[0], 128000);
+  // Special tokens in text are single ids when parsed, and never leak into decoded output.
+  auto ids = tok.encode("<|start_header_id|>user<|end_header_id|>", 0, true);
+  EXPECT_EQ(ids.front(), 128006);
+  EXPECT_EQ(tok.decode(ids), "user");
+}
+
+TEST(Tokenizer, Qwen2MatchesLlamaCppVectors) {
+  EAGLET_REQUIRE_SHARED();
+  const std::string d = test::shared_dir() + "/tokenizers/hf/";
+  auto tj = nlohmann::json::parse(read_text_file(d + "qwen3_tokenizer.json.gz"));
+  auto cfg = nlohmann::json::parse(read_text_file(d + "qwen3_tokenizer_config.json"));
+  Tokenizer tok = Tokenizer::from_json(tj, "qwen3", cfg);
+  EXPECT_EQ(check_llamacpp_vectors(tok, "qwen2"), 46);
+  EXPECT_FALSE(tok.adds_bos());
+  EXPECT_EQ(tok.encode("<|im_start|>", 0, true), std::vector<int>{151644});
+}
+
+TEST(Tokenizer, TiktokenVectors) {
+  EAGLET_REQUIRE_SHARED();
+  const std::string d = test::shared_dir() + "/tokenizers/tiktoken/";
+  std::map<std::string, std::unique_ptr<Tokenizer>> cache;
+  auto get = [&](std::string enc) -> Tokenizer& {
+    if (enc == "gpt2") enc = "r50k_base";
+    auto& slot = cache[enc];
+    if (!slot) {
+      auto meta = nlohmann::json::parse(read_text_file(d + enc + ".meta.json"));
+      std::vector<std::pair<std::string, int>> specials;
+      for (auto& [k, v] : meta["special_tokens"].items()) specials.emplace_back(k, v.get<int>());
+      slot = std::make_unique<Tokenizer>(Tokenizer::from_tiktoken(d + enc + ".tiktoken", meta["pat_str"], specials));
+    }
+    return *slot;
+  };
+  std::ifstream in(d + "tiktoken_test_vectors.jsonl");
+  std::string line;
+  int n = 0;
+  while (std::getline(in, line)) {
+    auto j = nlohmann::json::parse(line);
+    const bool allow_special = j.contains("kwargs") && j["kwargs"].value("allowed_special", "") == "all";
+    Tokenizer& tok = get(j["encoding"]);
+    auto ids = tok.encode(j["text"].get<std::string>(), 0, allow_special);
+    EXPECT_EQ(ids, j["ids"].get<std::vector<int>>()) << j["encoding"] << " '" << j["text"] << "'";
+    EXPECT_EQ(tok.decode(ids, false), j["text"].get<std::string>());
+    ++n;
+  }
+  EXPECT_GE(n, 30);
+}
+
+TEST(Tokenizer, Stories260KSentencePieceStyle) {
+  EAGLET_REQUIRE_SHARED();
+  Tokenizer tok = Tokenizer::from_dir(test::shared_dir() + "/models/stories260K-hf");
+  EXPECT_EQ(tok.encode("Once upon a time"), (std::vector<int>{1, 403, 407, 261, 378}));
+  for (std::string s : {"Once upon a time, there was a little girl named Lily.", "Lily's mom said, \"Hi!\"\n\nThe end.",
+                        "unicode: caf\xC3\xA9 \xF0\x9F\xA6\x99 \xE4\xBD\xA0\xE5\xA5\xBD", "  two leading spaces"}) {
+    auto ids = tok.encode(s, 0);
+    EXPECT_EQ(tok.decode(ids), s);
+  }
+}
+
+TEST(Tokenizer, StreamingNeverSplitsCharacters) {
+  Tokenizer tok = Tokenizer::bytes();
+  const std::string text = "a\xC3\xA9 \xF0\x9F\xA6\x99!";
+  auto ids = tok.encode(text, 0);
+  ASSERT_EQ(ids.size(), text.size());  // one id per byte
+  StreamDecoder d(tok);
+  std::string joined;
+  for (int id : ids) {
+    std::string piece = d.push(id);
+    EXPECT_EQ(utf8_complete_prefix(piece), piece.size()) << "emitted half a character";
+    joined += piece;
+  }
+  joined += d.flush();
+  EXPECT_EQ(joined, text);
+  EXPECT_EQ(utf8_complete_prefix("ab\xF0\x9F"), 2u);
+  EXPECT_EQ(utf8_complete_prefix("ab\xC3\xA9"), 4u);
+}
+
+TEST(Tokenizer, BadTokenizerJsonIsAClearError) {
+  test::TempDir dir;
+  test::write_text(dir.file("tokenizer.json"), "{\"model\": ");
+  try {
+    Tokenizer::from_dir(dir.path());
+    FAIL();
+  } catch (const std::exception& e) {
+    EXPECT_NE(std::string(e.what()).find("tokenizer.json: bad JSON"), std::string::npos) << e.what();
+  }
+  test::write_text(dir.file("tokenizer.json"), R"({"model": {"type": "WordPiece", "vocab": {}}})");
+  EXPECT_THROW(Tokenizer::from_dir(dir.path()), std::exception);
+}
+
+}  // namespace
+}  // namespace eaglet
