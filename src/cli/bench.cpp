@@ -1,6 +1,197 @@
-// `eaglet bench`: prefill/decode speed and effective weight bandwidth.
+// `eaglet bench`: the same prompts decoded with and without speculation, at one or more thread
+// counts, next to this machine's memory bandwidth measured in the same run. Reports prefill and
+// decode tokens/s, effective weight bandwidth, acceptance metrics and the speedup.
+#include <spdlog/spdlog.h>
+
+#include <cstdio>
+#include <fstream>
+#include <nlohmann/json.hpp>
+
 #include "cli/commands.h"
+#include "cli/report.h"
+#include "core/cpu_features.h"
+#include "core/error.h"
+#include "core/memory_bandwidth.h"
+#include "core/thread_pool.h"
+#include "engine/model_bundle.h"
+#include "engine/prompt_dataset.h"
+#include "spec/speculative_generator.h"
 
 namespace eaglet::cli {
-void add_bench(CLI::App& app) { (void)app; }
+
+namespace {
+struct BenchOptions {
+  CommonOptions common;
+  SpecOptions spec;
+  std::string dataset;
+  int num_prompts = 8;
+  int max_tokens = 128;
+  int prefill_tokens = 128;
+  SamplingParams sampling;
+  std::vector<int> thread_counts;
+  bool skip_bandwidth = false;
+  bool ignore_eos = false;
+  std::string json_out;
+};
+
+const std::vector<std::string> kDefaultPrompts = {
+    "Once upon a time", "One day, a little girl named Lily", "Tom and his dog went to the park",
+    "The sun was shining and", "There was a big red ball", "Sam wanted to play with his friend",
+    "In a small house lived a cat", "Mom said, \"Let's go"};
+
+struct RunTotals {
+  int64_t tokens = 0;  // decode tokens (after the first of each prompt)
+  double seconds = 0;
+  SpecMetrics spec;
+  std::vector<std::vector<int>> outputs;
+  double tokens_per_second() const { return seconds > 0 ? double(tokens) / seconds : 0; }
+};
+
+RunTotals run_prompts(ModelBundle& b, const std::vector<std::vector<int>>& prompts, const BenchOptions& o,
+                      const SpecSetup* spec) {
+  RunTotals t;
+  for (auto& ids : prompts) {
+    GenerationRequest req;
+    req.prompt_ids = ids;
+    req.sampling = o.sampling;
+    req.stop.max_tokens = o.max_tokens;
+    req.stop.stop_tokens = b.eos_ids;
+    req.stop.ignore_eos = o.ignore_eos;
+    GenerationResult r;
+    if (spec) {
+      auto proposer = spec->new_proposer(int(ids.size()) + o.max_tokens + spec->k() + 1);
+      r = generate_speculative(*b.model, b.tokenizer, *proposer, req, spec->k(), &t.spec);
+    } else {
+      r = generate(*b.model, b.tokenizer, req);
+    }
+    t.tokens += std::max<int64_t>(0, r.stats.generated_tokens - 1);
+    t.seconds += r.stats.decode_seconds;
+    t.outputs.push_back(r.token_ids);
+  }
+  return t;
+}
+
+double prefill_rate(ModelBundle& b, const std::vector<std::vector<int>>& prompts, int n) {
+  std::vector<int> ids;
+  while (int(ids.size()) < n)
+    for (auto& p : prompts)
+      for (int t : p)
+        if (int(ids.size()) < n) ids.push_back(t);
+  n = std::min<int>(n, b.model->config().max_position - 1);
+  ids.resize(size_t(n));
+  KvCache cache(b.model->kv_shape(kv_blocks_for(n)));
+  const SeqId s = cache.create();
+  const auto t0 = std::chrono::steady_clock::now();
+  prefill(*b.model, cache, s, ids, 512);
+  return n / std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+}
+
+void run_bench(BenchOptions o) {
+  apply_common_options(o.common);
+  ModelBundle b = load_bundle(o.common.model_dir);
+  SpecSetup spec(o.spec, *b.model);
+  std::vector<std::string> texts = o.dataset.empty() ? kDefaultPrompts : load_prompts(o.dataset, o.num_prompts);
+  if (int(texts.size()) > o.num_prompts) texts.resize(size_t(o.num_prompts));
+  std::vector<std::vector<int>> prompts;
+  const int max_prompt = b.model->config().max_position - o.max_tokens - spec.k() - 2;
+  EAGLET_CHECK(max_prompt > 0, "--max-tokens {} leaves no room for a prompt in the context of {}", o.max_tokens,
+               b.model->config().max_position);
+  for (auto& t : texts) {
+    auto ids = b.tokenizer.encode(t);
+    if (int(ids.size()) > max_prompt) ids.resize(size_t(max_prompt));  // keep the head of over-long prompts
+    prompts.push_back(ids);
+  }
+  if (o.thread_counts.empty()) o.thread_counts = {o.common.threads > 0 ? o.common.threads : ThreadPool::default_threads()};
+  const double weight_gb = double(b.model->weight_bytes_per_token()) / 1e9;
+  std::printf("model: %s | kernels: %s | prompts: %zu (%s) | max tokens: %d | temperature: %.2f\n", b.label().c_str(),
+              isa_name(active_isa()), prompts.size(), o.dataset.empty() ? "built-in" : o.dataset.c_str(), o.max_tokens,
+              o.sampling.temperature);
+  std::printf("speculation: %s | weights read per decode step: %.3f GB\n", spec.describe().c_str(), weight_gb);
+  nlohmann::json report = {{"model", b.label()},
+                           {"kernels", isa_name(active_isa())},
+                           {"dataset", o.dataset.empty() ? "built-in" : o.dataset},
+                           {"num_prompts", prompts.size()},
+                           {"max_tokens", o.max_tokens},
+                           {"temperature", o.sampling.temperature},
+                           {"weight_gb_per_token", weight_gb},
+                           {"runs", nlohmann::json::array()}};
+  for (int threads : o.thread_counts) {
+    ThreadPool::set_global_threads(threads);
+    nlohmann::json run = {{"threads", threads}};
+    MemoryBandwidth bw;
+    if (!o.skip_bandwidth) {
+      bw = measure_memory_bandwidth(ThreadPool::global());
+      run["memory_bandwidth_gbps"] = {{"read", bw.read_gbps}, {"copy", bw.copy_gbps}};
+    }
+    const double prefill = prefill_rate(b, prompts, o.prefill_tokens);
+    run["prefill"] = {{"tokens", o.prefill_tokens}, {"tokens_per_second", prefill}};
+    RunTotals base = run_prompts(b, prompts, o, nullptr);
+    const double eff = base.tokens_per_second() * weight_gb;
+    run["baseline"] = {{"decode_tokens", base.tokens},
+                       {"decode_seconds", base.seconds},
+                       {"decode_tokens_per_second", base.tokens_per_second()},
+                       {"effective_bandwidth_gbps", eff}};
+    std::printf("\n[threads %d]\n", threads);
+    if (!o.skip_bandwidth) {
+      run["baseline"]["fraction_of_read_bandwidth"] = eff / bw.read_gbps;
+      std::printf("  memory bandwidth (same run): read %.1f GB/s, copy %.1f GB/s\n", bw.read_gbps, bw.copy_gbps);
+    }
+    std::printf("  prefill  : %7.1f tok/s (%d tokens)\n", prefill, o.prefill_tokens);
+    std::printf("  baseline : %7.2f tok/s decode, %lld tokens, weights %.1f GB/s", base.tokens_per_second(),
+                (long long)base.tokens, eff);
+    if (!o.skip_bandwidth) std::printf(" (%.0f%% of read bandwidth)", 100 * eff / bw.read_gbps);
+    std::printf("\n");
+    if (spec.enabled()) {
+      RunTotals sp = run_prompts(b, prompts, o, &spec);
+      int identical = 0;
+      for (size_t i = 0; i < prompts.size(); ++i) identical += sp.outputs[i] == base.outputs[i];
+      const double speedup = base.tokens_per_second() > 0 ? sp.tokens_per_second() / base.tokens_per_second() : 0;
+      nlohmann::json sj = {{"method", spec.method()},
+                           {"num_speculative_tokens", spec.k()},
+                           {"decode_tokens", sp.tokens},
+                           {"decode_seconds", sp.seconds},
+                           {"decode_tokens_per_second", sp.tokens_per_second()},
+                           {"speedup", speedup},
+                           {"outputs_identical_to_baseline", identical},
+                           {"spec_decode", spec_json(sp.spec)}};
+      run["speculative"] = sj;
+      std::printf("  %-9s: %7.2f tok/s decode, %lld tokens, speedup %.2fx, outputs identical to baseline: %d/%zu\n",
+                  spec.method().c_str(), sp.tokens_per_second(), (long long)sp.tokens, speedup, identical, prompts.size());
+      std::printf("  %s\n", sp.spec.summary().c_str());
+      std::printf("  time split: target %.2fs, draft %.2fs, verify %.2fs\n", sp.spec.target_seconds,
+                  sp.spec.draft_seconds, sp.spec.verify_seconds);
+    }
+    report["runs"].push_back(run);
+  }
+  if (!o.json_out.empty()) {
+    std::ofstream out(o.json_out);
+    if (!out) fail("{}: cannot write", o.json_out);
+    out << report.dump(2) << "\n";
+    spdlog::info("wrote {}", o.json_out);
+  }
+}
+}  // namespace
+
+void add_bench(CLI::App& app) {
+  auto o = std::make_shared<BenchOptions>();
+  CLI::App* cmd = app.add_subcommand("bench", "benchmark prefill/decode speed, with and without speculation");
+  add_common_options(cmd, &o->common);
+  add_spec_options(cmd, &o->spec);
+  cmd->add_option("--dataset", o->dataset, "prompts: .txt, .jsonl or .json (default: built-in story prompts)");
+  cmd->add_option("--num-prompts", o->num_prompts, "prompts to run")->check(CLI::PositiveNumber);
+  cmd->add_option("--max-tokens", o->max_tokens, "tokens to generate per prompt")->check(CLI::PositiveNumber);
+  cmd->add_option("--prefill-tokens", o->prefill_tokens, "prompt length of the prefill measurement")
+      ->check(CLI::PositiveNumber);
+  cmd->add_option("--temperature", o->sampling.temperature, "0 = greedy")->check(CLI::NonNegativeNumber);
+  cmd->add_option("--top-p", o->sampling.top_p)->check(CLI::Range(0.0, 1.0));
+  cmd->add_option("--top-k", o->sampling.top_k)->check(CLI::NonNegativeNumber);
+  cmd->add_option("--seed", o->sampling.seed);
+  cmd->add_option("--thread-counts", o->thread_counts, "run at each of these thread counts (e.g. 1,2)")
+      ->delimiter(',');
+  cmd->add_flag("--ignore-eos", o->ignore_eos, "always generate --max-tokens tokens");
+  cmd->add_flag("--skip-bandwidth", o->skip_bandwidth, "skip the memory bandwidth measurement");
+  cmd->add_option("--json", o->json_out, "write the report as JSON to this file");
+  cmd->callback([o] { run_bench(*o); });
+}
+
 }  // namespace eaglet::cli

@@ -2,6 +2,8 @@
 #pragma once
 #include <CLI/CLI.hpp>
 
+#include "spec/spec_setup.h"
+
 namespace eaglet::cli {
 
 void add_generate(CLI::App& app);
@@ -13,6 +15,8 @@ struct CommonOptions {
   int threads = 0;  // 0 = cores available to the process
 };
 void add_common_options(CLI::App* cmd, CommonOptions* o);
+// --draft, -k/--num-speculative-tokens, --spec-method, --aux-numbering
+void add_spec_options(CLI::App* cmd, SpecOptions* o);
 // Sets the thread pool and logs the kernels in use.
 void apply_common_options(const CommonOptions& o);
 

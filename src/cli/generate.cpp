@@ -1,18 +1,21 @@
-// `eaglet generate`: one prompt through the target, printing text and speed (or one JSON object).
+// `eaglet generate`: one prompt through the target (optionally with speculative decoding),
+// printing text and speed, or one JSON object with --json.
 #include <spdlog/spdlog.h>
 
 #include <cstdio>
 #include <nlohmann/json.hpp>
 
 #include "cli/commands.h"
-#include "engine/generator.h"
+#include "cli/report.h"
 #include "engine/model_bundle.h"
+#include "spec/speculative_generator.h"
 
 namespace eaglet::cli {
 
 namespace {
 struct GenerateOptions {
   CommonOptions common;
+  SpecOptions spec;
   std::string prompt = "Once upon a time";
   int max_tokens = 128;
   SamplingParams sampling;
@@ -25,6 +28,8 @@ void run_generate(const GenerateOptions& o) {
   apply_common_options(o.common);
   ModelBundle b = load_bundle(o.common.model_dir);
   spdlog::info("model: {}", b.label());
+  SpecSetup spec(o.spec, *b.model);
+  spdlog::info("speculation: {}", spec.describe());
   GenerationRequest req;
   req.prompt_ids = b.tokenizer.encode(o.prompt);
   req.sampling = o.sampling;
@@ -39,26 +44,32 @@ void run_generate(const GenerateOptions& o) {
       std::fflush(stdout);
     };
   }
-  GenerationResult r = generate(*b.model, b.tokenizer, req);
+  SpecMetrics metrics;
+  GenerationResult r;
+  if (spec.enabled()) {
+    auto proposer = spec.new_proposer(int(req.prompt_ids.size()) + o.max_tokens + spec.k() + 1);
+    r = generate_speculative(*b.model, b.tokenizer, *proposer, req, spec.k(), &metrics);
+  } else {
+    r = generate(*b.model, b.tokenizer, req);
+  }
   const auto& st = r.stats;
   if (o.json) {
-    nlohmann::json j = {{"model", b.label()},
-                        {"prompt_token_ids", r.prompt_ids},
-                        {"token_ids", r.token_ids},
-                        {"text", r.text},
-                        {"finish_reason", r.finish_reason},
-                        {"stats",
-                         {{"prompt_tokens", st.prompt_tokens},
-                          {"generated_tokens", st.generated_tokens},
-                          {"prefill_seconds", st.prefill_seconds},
-                          {"decode_seconds", st.decode_seconds},
-                          {"prefill_tokens_per_second", st.prefill_tokens_per_second()},
-                          {"decode_tokens_per_second", st.decode_tokens_per_second()}}}};
+    nlohmann::json stats = stats_json(st);
+    if (spec.enabled()) {
+      stats["spec_decode"] = spec_json(metrics);
+      stats["spec_decode"]["method"] = spec.method();
+      stats["spec_decode"]["num_speculative_tokens"] = spec.k();
+    }
+    nlohmann::json j = {{"model", b.label()},       {"prompt_token_ids", r.prompt_ids}, {"token_ids", r.token_ids},
+                        {"text", r.text},           {"finish_reason", r.finish_reason}, {"stats", stats}};
     std::puts(j.dump(2, ' ', false, nlohmann::json::error_handler_t::replace).c_str());
   } else {
-    std::printf("\n\n[%s] prefill: %lld tokens, %.1f tok/s | decode: %lld tokens, %.1f tok/s\n",
-                r.finish_reason.c_str(), (long long)st.prompt_tokens, st.prefill_tokens_per_second(),
-                (long long)st.generated_tokens, st.decode_tokens_per_second());
+    std::printf("\n\n[%s] prefill: %lld tokens, %.1f tok/s | decode: %lld tokens, %.1f tok/s\n", r.finish_reason.c_str(),
+                (long long)st.prompt_tokens, st.prefill_tokens_per_second(), (long long)st.generated_tokens,
+                st.decode_tokens_per_second());
+    if (spec.enabled())
+      std::printf("%s\ntime: target %.3fs, draft %.3fs, verify %.3fs\n", metrics.summary().c_str(), metrics.target_seconds,
+                  metrics.draft_seconds, metrics.verify_seconds);
   }
 }
 }  // namespace
@@ -67,6 +78,7 @@ void add_generate(CLI::App& app) {
   auto o = std::make_shared<GenerateOptions>();
   CLI::App* cmd = app.add_subcommand("generate", "generate text from a prompt");
   add_common_options(cmd, &o->common);
+  add_spec_options(cmd, &o->spec);
   cmd->add_option("-p,--prompt", o->prompt, "prompt text");
   cmd->add_option("-n,--max-tokens", o->max_tokens, "tokens to generate")->check(CLI::PositiveNumber);
   cmd->add_option("--temperature", o->sampling.temperature, "0 = greedy")->check(CLI::NonNegativeNumber);

@@ -14,6 +14,15 @@ void add_common_options(CLI::App* cmd, CommonOptions* o) {
   cmd->add_option("--threads", o->threads, "worker threads (default: cores available)")->check(CLI::NonNegativeNumber);
 }
 
+void add_spec_options(CLI::App* cmd, SpecOptions* o) {
+  cmd->add_option("--draft", o->draft_dir, "EAGLE-3 draft directory (LlamaForCausalLMEagle3 / Eagle3Speculator)");
+  cmd->add_option("-k,--num-speculative-tokens", o->num_speculative_tokens, "draft tokens per step (0 = off)")
+      ->check(CLI::Range(0, 16));
+  cmd->add_option("--spec-method", o->method, "eagle3 | ngram | none (default: eagle3 with --draft, else none)");
+  cmd->add_option("--aux-numbering", o->aux_numbering,
+                  "how the draft config numbers aux layers: input (vLLM, default) | output (SGLang/SpecForge/TorchSpec)");
+}
+
 void apply_common_options(const CommonOptions& o) {
   ThreadPool::set_global_threads(o.threads);
   spdlog::info("kernels: {}, threads: {}", isa_name(active_isa()), ThreadPool::global().size());

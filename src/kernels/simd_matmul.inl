@@ -10,6 +10,11 @@
 
 namespace eaglet::kernels::simd {
 
+#ifndef EAGLET_PREFETCH_BYTES
+#define EAGLET_PREFETCH_BYTES 2048
+#endif
+inline constexpr int kPrefetchBytes = EAGLET_PREFETCH_BYTES;
+
 template <class E, int MR, int NR, class XT, class WT>
 inline void tile(const XT* x, int64_t K, const WT* w, float* y, int64_t ldy) {
   typename E::Acc acc[MR][NR];
@@ -48,10 +53,9 @@ inline void tile_rows(int mr, const XT* x, int64_t K, const WT* w, float* y, int
   }
 }
 
-template <class E, class XT, class WT>
-void matmul(const XT* x, int64_t M, int64_t K, const WT* w, int64_t n0, int64_t n1, float* y,
-            int64_t ldy) {
-  constexpr int NR = 4;
+template <class E, int NR, class XT, class WT>
+void matmul_nr(const XT* x, int64_t M, int64_t K, const WT* w, int64_t n0, int64_t n1, float* y,
+               int64_t ldy) {
   // Blocks of rows of x small enough to stay in L2 while every weight tile streams past them.
   const int64_t MB = std::max<int64_t>(E::kMR, (256 * 1024) / std::max<int64_t>(1, K * int64_t(sizeof(XT))));
   for (int64_t mb = 0; mb < M; mb += MB) {
@@ -63,15 +67,25 @@ void matmul(const XT* x, int64_t M, int64_t K, const WT* w, int64_t n0, int64_t 
         const XT* xs = x + m * K;
         const WT* ws = w + n * K;
         float* ys = y + m * ldy + n;
-        switch (nr) {
-          case 4: tile_rows<E, 4>(mr, xs, K, ws, ys, ldy); break;
-          case 3: tile_rows<E, 3>(mr, xs, K, ws, ys, ldy); break;
-          case 2: tile_rows<E, 2>(mr, xs, K, ws, ys, ldy); break;
-          case 1: tile_rows<E, 1>(mr, xs, K, ws, ys, ldy); break;
+        if (nr == NR) {
+          tile_rows<E, NR>(mr, xs, K, ws, ys, ldy);
+        } else {
+          for (int j = 0; j < nr; ++j) tile_rows<E, 1>(mr, xs, K, ws + j * K, ys + j, ldy);
         }
       }
     }
   }
+}
+
+// Column grouping only decides which accumulators live side by side; each output element's
+// accumulation order is the same, so choosing NR by M keeps batch invariance. A single row
+// (decode) streams more weight rows at once to keep more memory requests in flight.
+template <class E, class XT, class WT>
+void matmul(const XT* x, int64_t M, int64_t K, const WT* w, int64_t n0, int64_t n1, float* y, int64_t ldy) {
+  if (M == 1)
+    matmul_nr<E, E::kDecodeNR>(x, M, K, w, n0, n1, y, ldy);
+  else
+    matmul_nr<E, 4>(x, M, K, w, n0, n1, y, ldy);
 }
 
 }  // namespace eaglet::kernels::simd

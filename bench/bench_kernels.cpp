@@ -1,0 +1,86 @@
+// Google Benchmark for the hot kernels. Matvec throughput is reported as bytes of weights read
+// per second (decode is bound by it); run e.g.
+//   ./build/bench/eaglet_bench_kernels --benchmark_filter=Matvec
+// and compare with `eaglet bench`'s same-run memory bandwidth figure.
+#include <benchmark/benchmark.h>
+
+#include <random>
+#include <vector>
+
+#include "core/cpu_features.h"
+#include "core/thread_pool.h"
+#include "kernels/ops.h"
+
+namespace {
+
+using namespace eaglet;
+
+// A weight set much larger than the caches, split into TinyLlama-sized matrices, so every call
+// streams from memory like a decode step does.
+struct WeightSet {
+  DType dtype;
+  int64_t rows, cols, count;
+  std::vector<uint16_t> bf16;
+  std::vector<float> f32;
+  WeightSet(DType dt, int64_t r, int64_t c, int64_t n) : dtype(dt), rows(r), cols(c), count(n) {
+    std::mt19937 rng(1);
+    std::uniform_int_distribution<int> d(0, 0xFFFF);
+    if (dt == DType::BF16) {
+      bf16.resize(size_t(r * c * n));
+      for (auto& v : bf16) v = uint16_t(0x3C00 | (d(rng) & 0x83FF));  // small finite values
+    } else {
+      f32.assign(size_t(r * c * n), 0.01f);
+    }
+  }
+  kernels::WeightView view(int64_t i) const {
+    const void* p = dtype == DType::BF16 ? static_cast<const void*>(bf16.data() + i * rows * cols)
+                                         : static_cast<const void*>(f32.data() + i * rows * cols);
+    return {dtype, p, rows, cols};
+  }
+};
+
+void run_matmul(benchmark::State& state, DType dt, Isa isa) {
+  const int64_t M = state.range(0), threads = state.range(1);
+  const Isa saved = active_isa();
+  set_active_isa(isa);
+  if (active_isa() != isa) {
+    state.SkipWithError("ISA not supported on this CPU");
+    return;
+  }
+  ThreadPool::set_global_threads(int(threads));
+  static WeightSet* sets[2] = {nullptr, nullptr};
+  WeightSet*& ws = sets[dt == DType::BF16];
+  if (!ws) ws = new WeightSet(dt, 5632, 2048, dt == DType::BF16 ? 24 : 12);  // ~550 MB
+  std::vector<float> x(size_t(M * ws->cols), 0.5f), y(size_t(M * ws->rows));
+  int64_t i = 0;
+  for (auto _ : state) {
+    kernels::matmul(x.data(), M, ws->view(i++ % ws->count), y.data());
+    benchmark::DoNotOptimize(y.data());
+  }
+  state.SetBytesProcessed(int64_t(state.iterations()) * ws->view(0).nbytes());
+  state.counters["GFLOP/s"] = benchmark::Counter(double(state.iterations()) * 2.0 * M * ws->rows * ws->cols / 1e9,
+                                                 benchmark::Counter::kIsRate);
+  set_active_isa(saved);
+}
+
+void args(benchmark::internal::Benchmark* b) {
+  for (int t : {1, 2})
+    for (int m : {1, 4, 64}) b->Args({m, t});
+  b->UseRealTime()->ArgNames({"M", "threads"});
+}
+
+BENCHMARK_CAPTURE(run_matmul, Bf16_avx512bf16, DType::BF16, Isa::Avx512Bf16)->Apply(args);
+BENCHMARK_CAPTURE(run_matmul, Bf16_avx512, DType::BF16, Isa::Avx512)->Apply(args);
+BENCHMARK_CAPTURE(run_matmul, Bf16_avx2, DType::BF16, Isa::Avx2)->Apply(args);
+BENCHMARK_CAPTURE(run_matmul, F32_avx512, DType::F32, Isa::Avx512)->Apply(args);
+BENCHMARK_CAPTURE(run_matmul, Bf16_scalar, DType::BF16, Isa::Scalar)->Args({1, 1})->UseRealTime();
+
+void BM_Dot(benchmark::State& state) {
+  std::vector<float> a(size_t(state.range(0)), 1.0f), b(size_t(state.range(0)), 2.0f);
+  for (auto _ : state) benchmark::DoNotOptimize(kernels::dot(a.data(), b.data(), state.range(0)));
+}
+BENCHMARK(BM_Dot)->Arg(64)->Arg(128);
+
+}  // namespace
+
+BENCHMARK_MAIN();

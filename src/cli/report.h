@@ -1,0 +1,13 @@
+// JSON forms of the figures generate and bench print (schema documented in the README).
+#pragma once
+#include <nlohmann/json.hpp>
+
+#include "engine/generator.h"
+#include "spec/metrics.h"
+
+namespace eaglet::cli {
+
+nlohmann::json stats_json(const GenerationStats& s);
+nlohmann::json spec_json(const SpecMetrics& m);
+
+}  // namespace eaglet::cli

@@ -1,0 +1,89 @@
+#include "engine/prompt_dataset.h"
+
+#include <nlohmann/json.hpp>
+#include <sstream>
+
+#include "core/error.h"
+#include "io/mapped_file.h"
+
+namespace eaglet {
+
+namespace {
+bool ends_with(const std::string& s, const std::string& suf) {
+  return s.size() >= suf.size() && s.compare(s.size() - suf.size(), suf.size(), suf) == 0;
+}
+
+std::string trim(const std::string& s) {
+  const size_t b = s.find_first_not_of(" \t\r\n");
+  if (b == std::string::npos) return "";
+  return s.substr(b, s.find_last_not_of(" \t\r\n") - b + 1);
+}
+
+std::string prompt_of(const nlohmann::json& j, const std::string& where) {
+  for (const char* key : {"prompt", "text", "question", "instruction"})
+    if (j.contains(key) && j[key].is_string()) return j[key].get<std::string>();
+  if (j.contains("turns") && j["turns"].is_array() && !j["turns"].empty() && j["turns"][0].is_string())
+    return j["turns"][0].get<std::string>();
+  for (const char* key : {"messages", "conversations"}) {
+    if (!j.contains(key) || !j[key].is_array()) continue;
+    for (auto& m : j[key]) {
+      const std::string role = m.value("role", m.value("from", ""));
+      const std::string content = m.contains("content") ? m.value("content", "") : m.value("value", "");
+      if (role == "user" || role == "human") return content;
+    }
+  }
+  fail("{}: record has none of prompt, text, question, turns, messages, conversations", where);
+}
+}  // namespace
+
+std::vector<std::string> load_prompts(const std::string& path, int limit) {
+  const std::string data = read_text_file(path);
+  std::vector<std::string> out;
+  auto full = [&] { return limit >= 0 && int(out.size()) >= limit; };
+  if (ends_with(path, ".jsonl")) {
+    std::istringstream in(data);
+    std::string line;
+    int n = 0;
+    while (!full() && std::getline(in, line)) {
+      ++n;
+      if (trim(line).empty()) continue;
+      nlohmann::json j;
+      try {
+        j = nlohmann::json::parse(line);
+      } catch (const nlohmann::json::exception& e) {
+        fail("{}:{}: bad JSON: {}", path, n, e.what());
+      }
+      out.push_back(prompt_of(j, path + ":" + std::to_string(n)));
+    }
+  } else if (ends_with(path, ".json")) {
+    nlohmann::json j;
+    try {
+      j = nlohmann::json::parse(data);
+    } catch (const nlohmann::json::exception& e) {
+      fail("{}: bad JSON: {}", path, e.what());
+    }
+    if (!j.is_array()) fail("{}: expected a JSON array of records", path);
+    for (size_t i = 0; i < j.size() && !full(); ++i) out.push_back(prompt_of(j[i], path + "[" + std::to_string(i) + "]"));
+  } else {
+    const bool blocks = data.find("\n\n") != std::string::npos;
+    std::istringstream in(data);
+    std::string line, block;
+    while (!full() && std::getline(in, line)) {
+      if (!blocks) {
+        if (!trim(line).empty()) out.push_back(trim(line));
+        continue;
+      }
+      if (trim(line).empty()) {
+        if (!trim(block).empty()) out.push_back(trim(block));
+        block.clear();
+      } else {
+        block += (block.empty() ? "" : "\n") + line;
+      }
+    }
+    if (!full() && !trim(block).empty()) out.push_back(trim(block));
+  }
+  if (out.empty()) fail("{}: no prompts found", path);
+  return out;
+}
+
+}  // namespace eaglet

@@ -1,0 +1,12 @@
+// Prompts for benchmarks and training data: `.txt` (one prompt per line, or blocks separated by
+// blank lines when the file has any), `.jsonl`/`.json` records with `prompt`, `text`,
+// `question`, `turns`, or chat `messages` / `conversations` (the first user turn is the prompt).
+#pragma once
+#include <string>
+#include <vector>
+
+namespace eaglet {
+
+std::vector<std::string> load_prompts(const std::string& path, int limit = -1);
+
+}  // namespace eaglet

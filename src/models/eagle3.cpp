@@ -1,0 +1,233 @@
+#include "models/eagle3.h"
+
+#include <spdlog/spdlog.h>
+
+#include <algorithm>
+#include <cstring>
+
+#include "core/error.h"
+
+namespace eaglet {
+
+namespace {
+void rmsnorm_rows(const float* x, int64_t rows, int64_t n, const std::vector<float>& w, float eps, float* out) {
+  for (int64_t r = 0; r < rows; ++r) kernels::rmsnorm(x + r * n, w.data(), eps, out + r * n, n);
+}
+}  // namespace
+
+Eagle3Config parse_eagle3_config(const JsonConfig& top, int target_layers, AuxNumbering numbering) {
+  // speculators nests the Llama fields in transformer_layer_config; everything else is top-level.
+  const bool speculators = top.has("transformer_layer_config");
+  const JsonConfig layer = speculators ? top.sub("transformer_layer_config") : top;
+  Eagle3Config c;
+  c.hidden = int(layer.get_int("hidden_size"));
+  c.intermediate = int(layer.get_int("intermediate_size"));
+  c.num_heads = int(layer.get_int("num_attention_heads"));
+  c.num_kv_heads = int(layer.get_int("num_key_value_heads", c.num_heads));
+  c.head_dim = int(layer.get_int("head_dim", c.hidden / std::max(1, c.num_heads)));
+  c.vocab = int(layer.get_int("vocab_size", top.get_int("vocab_size", 0)));
+  c.rms_eps = float(layer.get_double("rms_norm_eps", 1e-6));
+  c.attention_bias = layer.get_bool("attention_bias", false);
+  c.draft_vocab = int(top.get_int("draft_vocab_size", c.vocab));
+  c.target_hidden = int(top.get_int("target_hidden_size", c.hidden));
+  c.norm_before_residual = top.get_bool("norm_before_residual", speculators);
+  c.norm_before_fc = top.get_bool("norm_before_fc", false);
+  c.fc_norm = top.get_bool("fc_norm", false);
+  c.norm_output = top.get_bool("norm_output", false);
+  EAGLET_CHECK(c.hidden > 0 && c.num_heads > 0 && c.num_kv_heads > 0 && c.num_heads % c.num_kv_heads == 0,
+               "{}: bad draft attention shape (hidden {}, heads {}, kv heads {})", top.where(), c.hidden, c.num_heads,
+               c.num_kv_heads);
+  EAGLET_CHECK(c.vocab > 0 && c.draft_vocab > 0, "{}: vocab_size and draft_vocab_size must be positive", top.where());
+  EAGLET_CHECK(c.draft_vocab <= c.vocab, "{}: draft_vocab_size {} is larger than vocab_size {}", top.where(),
+               c.draft_vocab, c.vocab);
+
+  std::vector<int64_t> ids;
+  std::string source = "default (2, L/2, L-3)";
+  if (top.has("eagle_aux_hidden_state_layer_ids")) {
+    ids = top.get_int_list("eagle_aux_hidden_state_layer_ids");
+    source = "config eagle_aux_hidden_state_layer_ids";
+  } else if (top.has("eagle_config") && top.sub("eagle_config").has("eagle_aux_hidden_state_layer_ids")) {
+    ids = top.sub("eagle_config").get_int_list("eagle_aux_hidden_state_layer_ids");
+    source = "config eagle_config.eagle_aux_hidden_state_layer_ids";
+  }
+  if (ids.empty()) {
+    ids = {2, target_layers / 2, target_layers - 3};
+  } else if (numbering == AuxNumbering::Output) {
+    for (auto& i : ids) i += 1;  // "output of layer i" is the input of layer i + 1
+    source += " (output-of-layer numbering, +1)";
+  }
+  EAGLET_CHECK(ids.size() == 3, "{}: expected 3 aux hidden-state layer ids, got {}", top.where(), ids.size());
+  for (auto i : ids)
+    EAGLET_CHECK(i >= 0 && i <= target_layers, "{}: aux layer id {} is outside the target's layers [0, {}]",
+                 top.where(), i, target_layers);
+  for (auto i : ids) c.aux_layers.push_back(int(i));
+  std::sort(c.aux_layers.begin(), c.aux_layers.end());
+  spdlog::info("EAGLE-3 draft taps the target's residual stream entering layers {}, {}, {} ({})", c.aux_layers[0],
+               c.aux_layers[1], c.aux_layers[2], source);
+  return c;
+}
+
+std::unique_ptr<Eagle3Draft> Eagle3Draft::load(const std::string& dir, const Model& target, AuxNumbering numbering) {
+  JsonConfig cfg = JsonConfig::load(dir + "/config.json");
+  Eagle3Config c = parse_eagle3_config(cfg, target.config().num_layers, numbering);
+  auto ckpt = std::make_shared<Checkpoint>(Checkpoint::open_dir(dir));
+  c.key_prefix = ckpt->has("midlayer.self_attn.q_proj.weight") ? "midlayer." : "layers.0.";
+  if (!ckpt->has(c.key_prefix + "self_attn.q_proj.weight"))
+    fail("{}: missing tensor 'midlayer.self_attn.q_proj.weight' (or 'layers.0.self_attn.q_proj.weight')", dir);
+  const JsonConfig layer = cfg.has("transformer_layer_config") ? cfg.sub("transformer_layer_config") : cfg;
+  return std::make_unique<Eagle3Draft>(c, Rope::from_config(layer, c.head_dim), WeightStore(ckpt), target);
+}
+
+Eagle3Draft::Eagle3Draft(Eagle3Config cfg, Rope rope, WeightStore weights, const Model& target)
+    : cfg_(std::move(cfg)), rope_(std::move(rope)), weights_(std::move(weights)), target_(target) {
+  attn_ = {cfg_.num_heads, cfg_.num_kv_heads, cfg_.head_dim};
+  load_weights();
+}
+
+void Eagle3Draft::load_weights() {
+  const auto& tc = target_.config();
+  const int64_t H = cfg_.hidden, Ht = cfg_.target_hidden, I = cfg_.intermediate, hd = cfg_.head_dim;
+  const int64_t qd = cfg_.num_heads * hd, kvd = cfg_.num_kv_heads * hd;
+  const std::string& P = cfg_.key_prefix;
+  const std::string where = weights_.checkpoint().where();
+  EAGLET_CHECK(cfg_.vocab == tc.vocab, "{}: draft vocab_size {} differs from the target's {}", where, cfg_.vocab, tc.vocab);
+  EAGLET_CHECK(Ht == tc.hidden, "{}: draft target_hidden_size {} differs from the target's hidden size {}", where, Ht,
+               tc.hidden);
+  fc_ = weights_.matrix("fc.weight", H, 3 * Ht);
+  q_ = weights_.matrix(P + "self_attn.q_proj.weight", qd, 2 * H);
+  k_ = weights_.matrix(P + "self_attn.k_proj.weight", kvd, 2 * H);
+  v_ = weights_.matrix(P + "self_attn.v_proj.weight", kvd, 2 * H);
+  o_ = weights_.matrix(P + "self_attn.o_proj.weight", H, qd);
+  gate_ = weights_.matrix(P + "mlp.gate_proj.weight", I, H);
+  up_ = weights_.matrix(P + "mlp.up_proj.weight", I, H);
+  down_ = weights_.matrix(P + "mlp.down_proj.weight", H, I);
+  input_ln_ = weights_.vector(P + "input_layernorm.weight", H);
+  hidden_norm_ = weights_.vector(P + "hidden_norm.weight", H);
+  post_ln_ = weights_.vector(P + "post_attention_layernorm.weight", H);
+  norm_ = weights_.vector("norm.weight", H);
+  if (cfg_.attention_bias) {
+    q_bias_ = weights_.vector(P + "self_attn.q_proj.bias", qd);
+    k_bias_ = weights_.vector(P + "self_attn.k_proj.bias", kvd);
+    v_bias_ = weights_.vector(P + "self_attn.v_proj.bias", kvd);
+  }
+  if (cfg_.norm_before_fc) input_norm_ = weights_.vector("input_norm.weight", 3 * Ht);
+  if (cfg_.fc_norm)
+    for (int i = 0; i < 3; ++i) fc_norms_[i] = weights_.vector("fc_norm." + std::to_string(i) + ".weight", Ht);
+  if (weights_.has("lm_head.weight")) {
+    lm_head_ = weights_.matrix("lm_head.weight", cfg_.draft_vocab, H);
+  } else {
+    EAGLET_CHECK(cfg_.draft_vocab == tc.vocab && H == tc.hidden,
+                 "{}: missing tensor 'lm_head.weight' and the target's lm_head [{}, {}] does not fit the draft", where,
+                 tc.vocab, tc.hidden);
+    lm_head_ = target_.lm_head();
+  }
+  own_embed_ = weights_.has("embed_tokens.weight");
+  if (own_embed_) embed_ = weights_.matrix("embed_tokens.weight", cfg_.vocab, H);
+  else
+    EAGLET_CHECK(H == tc.hidden, "{}: no 'embed_tokens.weight' and the target's embedding width {} differs from the "
+                 "draft hidden size {}", where, tc.hidden, H);
+  if (weights_.has("d2t")) {
+    const TensorInfo& t = weights_.checkpoint().get("d2t", {cfg_.draft_vocab}, {DType::I64});
+    d2t_.assign(reinterpret_cast<const int64_t*>(t.data), reinterpret_cast<const int64_t*>(t.data) + cfg_.draft_vocab);
+    for (int i = 0; i < cfg_.draft_vocab; ++i)
+      EAGLET_CHECK(i + d2t_[size_t(i)] >= 0 && i + d2t_[size_t(i)] < cfg_.vocab,
+                   "{}: d2t[{}] = {} maps outside the target vocabulary", where, i, d2t_[size_t(i)]);
+  } else if (cfg_.draft_vocab < cfg_.vocab) {
+    // vLLM silently maps ids 0..Vd-1 here, a known source of near-zero acceptance.
+    fail("{}: draft_vocab_size {} < vocab_size {} but the checkpoint has no 'd2t' tensor", where, cfg_.draft_vocab,
+         cfg_.vocab);
+  }
+}
+
+KvCacheShape Eagle3Draft::kv_shape(int64_t num_blocks, int block_size) const {
+  return KvCacheShape{1, cfg_.num_kv_heads, cfg_.head_dim, block_size, num_blocks};
+}
+
+size_t Eagle3Draft::weight_bytes() const {
+  return fc_.nbytes() + q_.nbytes() + k_.nbytes() + v_.nbytes() + o_.nbytes() + gate_.nbytes() + up_.nbytes() +
+         down_.nbytes() + lm_head_.nbytes();
+}
+
+void Eagle3Draft::fuse_aux(const float* aux, int64_t n, float* g) const {
+  const int64_t Ht = cfg_.target_hidden;
+  std::vector<float> x(aux, aux + n * 3 * Ht);
+  if (cfg_.norm_before_fc) rmsnorm_rows(x.data(), n, 3 * Ht, input_norm_, cfg_.rms_eps, x.data());
+  if (cfg_.fc_norm)
+    for (int64_t r = 0; r < n; ++r)
+      for (int i = 0; i < 3; ++i) {
+        float* chunk = x.data() + (r * 3 + i) * Ht;
+        kernels::rmsnorm(chunk, fc_norms_[i].data(), cfg_.rms_eps, chunk, Ht);
+      }
+  kernels::matmul(x.data(), n, fc_, g);
+}
+
+void Eagle3Draft::forward(KvCache& cache, const std::vector<Eagle3Rows>& chunks, const float* g, float* next_g,
+                          std::vector<float>* logits, bool all_logits) const {
+  const int64_t H = cfg_.hidden, I = cfg_.intermediate, hd = cfg_.head_dim;
+  const int64_t qd = cfg_.num_heads * hd, kvd = cfg_.num_kv_heads * hd;
+  std::vector<TokenSlot> slots;
+  std::vector<int> tokens;
+  for (auto& c : chunks) {
+    if (!cache.reserve(c.seq, int64_t(c.tokens.size()))) fail("draft KV cache is full ({} blocks)", cache.total_blocks());
+    const int64_t start = cache.length(c.seq);
+    for (size_t i = 0; i < c.tokens.size(); ++i) {
+      slots.push_back({c.seq, start + int64_t(i)});
+      tokens.push_back(c.tokens[i]);
+    }
+  }
+  const int64_t T = int64_t(tokens.size());
+  // x = [input_layernorm(embed(token)), hidden_norm(g)], embedding first.
+  std::vector<float> x(size_t(T * 2 * H)), e(size_t(T * H)), residual(size_t(T * H));
+  if (own_embed_) {
+    const size_t row_bytes = size_t(H) * dtype_size(embed_.dtype);
+    for (int64_t t = 0; t < T; ++t)
+      kernels::to_f32(embed_.dtype, static_cast<const uint8_t*>(embed_.data) + size_t(tokens[size_t(t)]) * row_bytes,
+                      e.data() + t * H, H);
+  } else {
+    target_.embed(tokens.data(), T, e.data());
+  }
+  for (int64_t t = 0; t < T; ++t) {
+    kernels::rmsnorm(e.data() + t * H, input_ln_.data(), cfg_.rms_eps, x.data() + t * 2 * H, H);
+    float* h = x.data() + t * 2 * H + H;
+    kernels::rmsnorm(g + t * H, hidden_norm_.data(), cfg_.rms_eps, h, H);
+    std::memcpy(residual.data() + t * H, cfg_.norm_before_residual ? h : g + t * H, size_t(H) * sizeof(float));
+  }
+  std::vector<float> q(size_t(T * qd)), k(size_t(T * kvd)), v(size_t(T * kvd)), attn(size_t(T * qd)), tmp(size_t(T * H));
+  kernels::matmul(x.data(), T, q_, q.data(), q_bias_.empty() ? nullptr : q_bias_.data());
+  kernels::matmul(x.data(), T, k_, k.data(), k_bias_.empty() ? nullptr : k_bias_.data());
+  kernels::matmul(x.data(), T, v_, v.data(), v_bias_.empty() ? nullptr : v_bias_.data());
+  apply_rope(rope_, slots, attn_, q.data(), k.data());
+  store_kv(cache, 0, slots, attn_, k.data(), v.data());
+  paged_attention(cache, 0, slots, attn_, q.data(), attn.data());
+  for (auto& c : chunks) cache.commit(c.seq, int64_t(c.tokens.size()));
+  kernels::matmul(attn.data(), T, o_, tmp.data());
+  float* out = next_g;
+  for (int64_t i = 0; i < T * H; ++i) out[i] = residual[size_t(i)] + tmp[size_t(i)];
+  std::vector<float> hn(size_t(T * H)), gt(size_t(T * I)), up(size_t(T * I));
+  rmsnorm_rows(out, T, H, post_ln_, cfg_.rms_eps, hn.data());
+  kernels::matmul(hn.data(), T, gate_, gt.data());
+  kernels::matmul(hn.data(), T, up_, up.data());
+  kernels::silu_mul(gt.data(), up.data(), gt.data(), T * I);
+  kernels::matmul(gt.data(), T, down_, tmp.data());
+  kernels::add(out, tmp.data(), T * H);
+
+  std::vector<int64_t> rows;
+  int64_t base = 0;
+  for (auto& c : chunks) {
+    if (all_logits)
+      for (size_t i = 0; i < c.tokens.size(); ++i) rows.push_back(base + int64_t(i));
+    else if (!c.tokens.empty())
+      rows.push_back(base + int64_t(c.tokens.size()) - 1);
+    base += int64_t(c.tokens.size());
+  }
+  std::vector<float> normed(size_t(T * H));
+  rmsnorm_rows(out, T, H, norm_, cfg_.rms_eps, normed.data());
+  std::vector<float> sel(rows.size() * size_t(H));
+  for (size_t i = 0; i < rows.size(); ++i)
+    std::memcpy(&sel[i * size_t(H)], &normed[size_t(rows[i] * H)], size_t(H) * sizeof(float));
+  logits->resize(rows.size() * size_t(cfg_.draft_vocab));
+  kernels::matmul(sel.data(), int64_t(rows.size()), lm_head_, logits->data());
+  if (cfg_.norm_output) std::memcpy(out, normed.data(), size_t(T * H) * sizeof(float));
+}
+
+}  // namespace eaglet

@@ -1,0 +1,42 @@
+#include "spec/metrics.h"
+
+#include <fmt/format.h>
+
+namespace eaglet {
+
+void SpecMetrics::record(int num_drafted, int num_accepted) {
+  if (num_drafted <= 0) return;
+  ++num_drafts;
+  num_draft_tokens += num_drafted;
+  num_accepted_tokens += num_accepted;
+  if (accepted_per_pos.size() < size_t(num_drafted)) accepted_per_pos.resize(size_t(num_drafted), 0);
+  for (int i = 0; i < num_accepted; ++i) ++accepted_per_pos[size_t(i)];
+}
+
+void SpecMetrics::merge(const SpecMetrics& o) {
+  num_drafts += o.num_drafts;
+  num_draft_tokens += o.num_draft_tokens;
+  num_accepted_tokens += o.num_accepted_tokens;
+  if (accepted_per_pos.size() < o.accepted_per_pos.size()) accepted_per_pos.resize(o.accepted_per_pos.size(), 0);
+  for (size_t i = 0; i < o.accepted_per_pos.size(); ++i) accepted_per_pos[i] += o.accepted_per_pos[i];
+  target_seconds += o.target_seconds;
+  draft_seconds += o.draft_seconds;
+  verify_seconds += o.verify_seconds;
+}
+
+std::vector<double> SpecMetrics::per_position_rates() const {
+  std::vector<double> r;
+  for (auto a : accepted_per_pos) r.push_back(num_drafts ? double(a) / num_drafts : 0.0);
+  return r;
+}
+
+std::string SpecMetrics::summary() const {
+  std::string pos;
+  for (double r : per_position_rates()) pos += fmt::format("{}{:.3f}", pos.empty() ? "" : ", ", r);
+  return fmt::format(
+      "SpecDecoding metrics: Mean acceptance length: {:.2f}, Accepted: {} tokens, Drafted: {} tokens, "
+      "Per-position acceptance rate: {}, Avg Draft acceptance rate: {:.1f}%",
+      mean_acceptance_length(), num_accepted_tokens, num_draft_tokens, pos, 100.0 * draft_acceptance_rate());
+}
+
+}  // namespace eaglet
