@@ -1,0 +1,90 @@
+#include "support/synthetic_eagle3.h"
+
+#include <filesystem>
+#include <nlohmann/json.hpp>
+#include <numeric>
+#include <random>
+
+#include "io/safetensors.h"
+#include "support/test_util.h"
+
+namespace eaglet::test {
+
+void write_draft(const std::string& dir, const DraftSpec& s) {
+  std::filesystem::create_directories(dir);
+  nlohmann::json layer = {{"hidden_size", s.hidden},         {"intermediate_size", s.intermediate},
+                          {"num_attention_heads", s.heads},  {"num_key_value_heads", s.kv_heads},
+                          {"head_dim", s.head_dim},          {"vocab_size", s.vocab},
+                          {"rms_norm_eps", 1e-5},            {"rope_theta", 10000.0},
+                          {"max_position_embeddings", 2048}, {"hidden_act", "silu"},
+                          {"num_hidden_layers", 1}};
+  nlohmann::json cfg;
+  if (s.speculators_config) {
+    cfg = {{"architectures", {"Eagle3Speculator"}},
+           {"speculators_model_type", "eagle3"},
+           {"transformer_layer_config", layer},
+           {"speculators_config", {{"algorithm", "eagle3"}, {"proposal_methods", nlohmann::json::array()}}}};
+  } else {
+    cfg = layer;
+    cfg["architectures"] = {"LlamaForCausalLMEagle3"};
+    cfg["model_type"] = "llama";
+  }
+  cfg["draft_vocab_size"] = s.draft_vocab;
+  cfg["target_hidden_size"] = s.target_hidden;
+  cfg["norm_before_residual"] = s.norm_before_residual;
+  if (s.norm_before_fc) cfg["norm_before_fc"] = true;
+  if (s.fc_norm) cfg["fc_norm"] = true;
+  if (s.norm_output) cfg["norm_output"] = true;
+  if (!s.aux_ids.empty()) {
+    if (s.aux_in_eagle_config) cfg["eagle_config"] = {{"eagle_aux_hidden_state_layer_ids", s.aux_ids}, {"use_aux_hidden_state", true}};
+    else cfg["eagle_aux_hidden_state_layer_ids"] = s.aux_ids;
+  }
+  write_text(dir + "/config.json", cfg.dump(2));
+
+  uint64_t seed = s.seed;
+  std::vector<TensorToWrite> ts;
+  auto add = [&](const std::string& name, std::vector<int64_t> shape, float stddev, float mean = 0.0f) {
+    size_t n = 1;
+    for (auto d : shape) n *= size_t(d);
+    auto v = random_normal(n, stddev, seed++);
+    for (auto& x : v) x += mean;
+    ts.push_back({name, s.dtype, shape, float_bytes(v, s.dtype)});
+  };
+  const std::string P = s.vllm_keys ? "layers.0." : "midlayer.";
+  const int64_t H = s.hidden, Ht = s.target_hidden, qd = int64_t(s.heads) * s.head_dim, kvd = int64_t(s.kv_heads) * s.head_dim;
+  add("fc.weight", {H, 3 * Ht}, s.scale);
+  add(P + "input_layernorm.weight", {H}, 0.1f, 1.0f);
+  add(P + "hidden_norm.weight", {H}, 0.1f, 1.0f);
+  add(P + "post_attention_layernorm.weight", {H}, 0.1f, 1.0f);
+  add(P + "self_attn.q_proj.weight", {qd, 2 * H}, s.scale);
+  add(P + "self_attn.k_proj.weight", {kvd, 2 * H}, s.scale);
+  add(P + "self_attn.v_proj.weight", {kvd, 2 * H}, s.scale);
+  add(P + "self_attn.o_proj.weight", {H, qd}, s.scale);
+  add(P + "mlp.gate_proj.weight", {s.intermediate, H}, s.scale);
+  add(P + "mlp.up_proj.weight", {s.intermediate, H}, s.scale);
+  add(P + "mlp.down_proj.weight", {H, s.intermediate}, s.scale);
+  add("norm.weight", {H}, 0.1f, 1.0f);
+  if (s.own_lm_head) add("lm_head.weight", {s.draft_vocab, H}, 0.3f);
+  if (s.own_embed) add("embed_tokens.weight", {s.vocab, H}, 1.0f);
+  if (s.norm_before_fc) add("input_norm.weight", {3 * Ht}, 0.1f, 1.0f);
+  if (s.fc_norm)
+    for (int i = 0; i < 3; ++i) add("fc_norm." + std::to_string(i) + ".weight", {Ht}, 0.1f, 1.0f);
+  if (s.draft_vocab < s.vocab && s.write_d2t) {
+    // A deterministic subset of target ids, ascending: every third id, then fill from the start.
+    std::vector<int64_t> used;
+    for (int v = 0; v < s.vocab && int(used.size()) < s.draft_vocab; v += 3) used.push_back(v);
+    for (int v = 1; int(used.size()) < s.draft_vocab; v += 3) used.push_back(v);
+    std::sort(used.begin(), used.end());
+    std::vector<int64_t> d2t(used.size());
+    std::string t2d(size_t(s.vocab), '\0');
+    for (size_t i = 0; i < used.size(); ++i) {
+      d2t[i] = used[i] - int64_t(i);
+      t2d[size_t(used[i])] = 1;
+    }
+    ts.push_back({"d2t", DType::I64, {s.draft_vocab}, std::string(reinterpret_cast<const char*>(d2t.data()), d2t.size() * 8)});
+    ts.push_back({"t2d", DType::BOOL, {s.vocab}, t2d});
+  }
+  write_safetensors(dir + "/model.safetensors", ts);
+}
+
+}  // namespace eaglet::test

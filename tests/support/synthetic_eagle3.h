@@ -1,0 +1,27 @@
+// Writes random EAGLE-3 drafts in every key/config variant real checkpoints use.
+#pragma once
+#include <string>
+#include <vector>
+
+#include "core/dtype.h"
+
+namespace eaglet::test {
+
+struct DraftSpec {
+  bool speculators_config = false;  // Eagle3Speculator + transformer_layer_config (else LlamaForCausalLMEagle3)
+  bool vllm_keys = false;           // layers.0.* (else midlayer.*)
+  int hidden = 48, target_hidden = 48, intermediate = 64, heads = 4, kv_heads = 2, head_dim = 12;
+  int vocab = 97, draft_vocab = 97;
+  bool own_embed = false, own_lm_head = true;
+  bool norm_before_residual = false, norm_before_fc = false, fc_norm = false, norm_output = false;
+  std::vector<int> aux_ids;        // empty: not in the config (defaults apply)
+  bool aux_in_eagle_config = false;
+  bool write_d2t = true;
+  float scale = 0.15f;
+  uint64_t seed = 99;
+  DType dtype = DType::F32;
+};
+
+void write_draft(const std::string& dir, const DraftSpec& s);
+
+}  // namespace eaglet::test

@@ -1,0 +1,162 @@
+// EAGLE-3 drafts in every key/config variant against the numpy reference (tests/reference/
+// eagle3_ref.py), aux-layer numbering, and malformed drafts.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <fstream>
+#include <nlohmann/json.hpp>
+
+#include "core/error.h"
+#include "io/json_config.h"
+#include "io/mapped_file.h"
+#include "models/eagle3.h"
+#include "support/synthetic_eagle3.h"
+#include "support/test_util.h"
+
+namespace eaglet {
+namespace {
+
+struct Variant {
+  std::string name;
+  test::DraftSpec spec;
+};
+
+class DraftVsReference : public ::testing::TestWithParam<Variant> {};
+
+TEST_P(DraftVsReference, ForwardMatches) {
+  if (!test::python_numpy_available()) GTEST_SKIP() << "needs /usr/bin/python3 with numpy (apt: python3-numpy)";
+  test::DraftSpec ds = GetParam().spec;
+  test::TempDir dir;
+  test::TinyModelSpec ts;
+  ts.hidden = ds.target_hidden;
+  ts.vocab = ds.vocab;
+  ts.layers = 6;
+  test::write_tiny_model(dir.file("target"), ts);
+  test::write_draft(dir.file("draft"), ds);
+  auto target = load_model(dir.file("target"));
+  auto draft = Eagle3Draft::load(dir.file("draft"), *target);
+  const auto& c = draft->config();
+  const int T = 9, H = c.hidden, Ht = c.target_hidden, Vd = c.draft_vocab;
+  std::vector<int> tokens;
+  for (int i = 0; i <= T; ++i) tokens.push_back((i * 29 + 5) % ds.vocab);
+  auto aux = test::random_normal(size_t(T * 3 * Ht), 1.0f, 5);
+
+  // eaglet: T exact positions, then one step on its own state.
+  KvCache cache(draft->kv_shape(4, 16));
+  SeqId s = cache.create();
+  std::vector<float> g(size_t(T * H)), out(size_t(T * H)), logits, all_logits;
+  draft->fuse_aux(aux.data(), T, g.data());
+  draft->forward(cache, {Eagle3Rows{s, std::vector<int>(tokens.begin(), tokens.begin() + T)}}, g.data(), out.data(),
+                 &all_logits, /*all_logits=*/true);
+  std::vector<float> g2(out.end() - H, out.end()), out2(static_cast<size_t>(H));
+  draft->forward(cache, {Eagle3Rows{s, {tokens[size_t(T)]}}}, g2.data(), out2.data(), &logits);
+
+  test::TempDir tmp;
+  {
+    std::ofstream in(tmp.file("in.bin"), std::ios::binary);
+    for (int t : tokens) in.write(reinterpret_cast<const char*>(&t), 4);
+    in.write(reinterpret_cast<const char*>(aux.data()), std::streamsize(aux.size() * 4));
+  }
+  auto r = test::run_command("/usr/bin/python3 " + test::source_dir() + "/tests/reference/eagle3_ref.py " +
+                             dir.file("draft") + " " + dir.file("target") + " " + tmp.file("in.bin") + " " +
+                             tmp.file("out.bin") + " " + std::to_string(T) + " 2>&1");
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  std::vector<float> ref_logits(size_t((T + 1) * Vd)), ref_states(size_t((T + 1) * H));
+  std::ifstream ref(tmp.file("out.bin"), std::ios::binary);
+  ref.read(reinterpret_cast<char*>(ref_logits.data()), std::streamsize(ref_logits.size() * 4));
+  ref.read(reinterpret_cast<char*>(ref_states.data()), std::streamsize(ref_states.size() * 4));
+  ASSERT_TRUE(bool(ref));
+  std::vector<float> got_logits = all_logits, got_states = out;
+  got_logits.insert(got_logits.end(), logits.begin(), logits.end());
+  got_states.insert(got_states.end(), out2.begin(), out2.end());
+  auto check = [](const std::vector<float>& got, const std::vector<float>& want, const char* what) {
+    double mx = 0;
+    for (float v : want) mx = std::max(mx, std::fabs(double(v)));
+    for (size_t i = 0; i < want.size(); ++i)
+      ASSERT_LE(std::fabs(double(got[i]) - want[i]), 1e-4 * mx) << what << " element " << i;
+  };
+  check(got_logits, ref_logits, "logits");
+  check(got_states, ref_states, "states");
+}
+
+Variant variant(const std::string& name, std::function<void(test::DraftSpec&)> f) {
+  test::DraftSpec s;
+  f(s);
+  return {name, s};
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Variants, DraftVsReference,
+    ::testing::Values(
+        variant("midlayer_gqa", [](auto&) {}),
+        variant("vllm_keys_mha", [](auto& s) { s.vllm_keys = true; s.kv_heads = 4; }),
+        variant("speculators_config", [](auto& s) { s.speculators_config = true; s.vllm_keys = true; s.norm_before_residual = true; }),
+        variant("norm_before_fc", [](auto& s) { s.speculators_config = true; s.norm_before_fc = true; }),
+        variant("eagle31_fc_norm_norm_output", [](auto& s) { s.fc_norm = true; s.norm_output = true; s.own_embed = true; }),
+        variant("shared_embed_and_lm_head", [](auto& s) { s.own_lm_head = false; }),
+        variant("target_hidden_differs", [](auto& s) { s.target_hidden = 64; s.own_embed = true; }),
+        variant("pruned_vocab_d2t", [](auto& s) { s.draft_vocab = 40; })),
+    [](const auto& info) { return info.param.name; });
+
+TEST(Eagle3Config, AuxNumbering) {
+  auto parse = [](nlohmann::json j, AuxNumbering n, int layers = 30) {
+    j["hidden_size"] = 8;
+    j["intermediate_size"] = 8;
+    j["num_attention_heads"] = 2;
+    j["vocab_size"] = 10;
+    return parse_eagle3_config(JsonConfig(j, "draft/config.json"), layers, n).aux_layers;
+  };
+  EXPECT_EQ(parse({}, AuxNumbering::Input), (std::vector<int>{2, 15, 27}));  // default (2, L/2, L-3)
+  EXPECT_EQ(parse({}, AuxNumbering::Output), (std::vector<int>{2, 15, 27}));  // defaults are ours already
+  EXPECT_EQ(parse({{"eagle_aux_hidden_state_layer_ids", {1, 29, 14}}}, AuxNumbering::Input), (std::vector<int>{1, 14, 29}));
+  // SGLang/SpecForge/TorchSpec "output of layer i" ids are ours minus one.
+  EXPECT_EQ(parse({{"eagle_aux_hidden_state_layer_ids", {1, 14, 26}}}, AuxNumbering::Output), (std::vector<int>{2, 15, 27}));
+  EXPECT_EQ(parse({{"eagle_config", {{"eagle_aux_hidden_state_layer_ids", {2, 30, 57}}}}}, AuxNumbering::Input, 60),
+            (std::vector<int>{2, 30, 57}));
+  EXPECT_THROW(parse({{"eagle_aux_hidden_state_layer_ids", {2, 15, 31}}}, AuxNumbering::Input), Error);
+  EXPECT_THROW(parse({{"eagle_aux_hidden_state_layer_ids", {2, 15}}}, AuxNumbering::Input), Error);
+  EXPECT_THROW(parse({{"draft_vocab_size", 11}}, AuxNumbering::Input), Error);
+}
+
+std::string draft_error(const test::DraftSpec& ds, const std::function<void(const std::string&)>& corrupt = {}) {
+  test::TempDir dir;
+  test::TinyModelSpec ts;
+  ts.layers = 6;
+  test::write_tiny_model(dir.file("target"), ts);
+  test::write_draft(dir.file("draft"), ds);
+  if (corrupt) corrupt(dir.file("draft"));
+  auto target = load_model(dir.file("target"));
+  try {
+    Eagle3Draft::load(dir.file("draft"), *target);
+  } catch (const Error& e) {
+    return e.what();
+  }
+  return "<no error>";
+}
+
+TEST(Eagle3Config, MalformedDraftsAreClearErrors) {
+  test::DraftSpec s;
+  s.draft_vocab = 40;
+  s.write_d2t = false;
+  EXPECT_NE(draft_error(s).find("no 'd2t' tensor"), std::string::npos);
+  test::DraftSpec big;
+  big.draft_vocab = 200;
+  EXPECT_NE(draft_error(big).find("draft_vocab_size 200 is larger than vocab_size 97"), std::string::npos);
+  test::DraftSpec wide;
+  wide.target_hidden = 64;  // the target has 48
+  wide.own_embed = true;
+  EXPECT_NE(draft_error(wide).find("target_hidden_size 64 differs"), std::string::npos);
+  // fc.weight written for a different target width than the config says.
+  std::string e = draft_error(test::DraftSpec{}, [](const std::string& d) {
+    auto cfg = nlohmann::json::parse(read_text_file(d + "/config.json"));
+    cfg["hidden_size"] = 40;
+    test::write_text(d + "/config.json", cfg.dump());
+  });
+  EXPECT_NE(e.find("'fc.weight' has shape [48, 144], expected [40, 144]"), std::string::npos) << e;
+  test::DraftSpec ids;
+  ids.aux_ids = {2, 3, 9};
+  EXPECT_NE(draft_error(ids).find("aux layer id 9 is outside the target's layers [0, 6]"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace eaglet
