@@ -8,6 +8,7 @@
 
 #include "io/mapped_file.h"
 #include "io/safetensors.h"
+#include "support/synthetic_eagle3.h"
 #include "support/test_util.h"
 
 namespace eaglet {
@@ -86,6 +87,62 @@ TEST(Cli, BadModelDirectoryIsOneLineError) {
   auto r = test::run_command(test::eaglet_binary() + " generate -m " + dir.path() + " 2>&1");
   EXPECT_EQ(r.exit_code, 1);
   EXPECT_NE(r.output.find("unknown architecture 'Nope'"), std::string::npos) << r.output;
+}
+
+}  // namespace
+}  // namespace eaglet
+
+namespace eaglet {
+namespace {
+
+TEST(CliSpeculative, GenerateWithDraftMatchesPlainAndReportsMetrics) {
+  EAGLET_REQUIRE_SHARED();
+  const std::string model = test::shared_dir() + "/models/stories260K-hf";
+  test::TempDir dir;
+  test::DraftSpec ds;
+  ds.hidden = ds.target_hidden = 64;
+  ds.vocab = ds.draft_vocab = 512;
+  ds.heads = ds.kv_heads = 4;
+  ds.head_dim = 16;
+  test::write_draft(dir.path(), ds);
+  auto plain = generate_json(model);
+  for (std::string extra : {"--draft " + dir.path() + " -k 4", std::string("--spec-method ngram -k 3")}) {
+    auto spec = generate_json(model, extra);
+    EXPECT_EQ(spec["token_ids"], plain["token_ids"]) << extra;
+    const auto& sd = spec["stats"]["spec_decode"];
+    EXPECT_GT(sd["num_drafts"].get<int>(), 0);
+    EXPECT_NEAR(sd["mean_acceptance_length"].get<double>(),
+                1.0 + sd["num_accepted_tokens"].get<double>() / sd["num_drafts"].get<double>(), 1e-9);
+  }
+}
+
+TEST(CliSpeculative, BenchWritesJsonReport) {
+  EAGLET_REQUIRE_SHARED();
+  test::TempDir dir;
+  const std::string data = dir.file("prompts.jsonl");
+  test::write_text(data, "{\"prompt\": \"Once upon a time\"}\n{\"turns\": [\"The dog\"]}\n"
+                         "{\"messages\": [{\"role\": \"user\", \"content\": \"Lily\"}]}\n");
+  auto r = test::run_command(test::eaglet_binary() + " bench -m " + test::shared_dir() +
+                             "/models/stories260K-hf --spec-method ngram --dataset " + data +
+                             " --num-prompts 3 --max-tokens 24 --skip-bandwidth --thread-counts 1,2 --json " +
+                             dir.file("out.json") + " 2>&1");
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  auto j = nlohmann::json::parse(read_text_file(dir.file("out.json")));
+  ASSERT_EQ(j["runs"].size(), 2u);
+  for (auto& run : j["runs"]) {
+    EXPECT_EQ(run["speculative"]["outputs_identical_to_baseline"].get<int>(), 3);
+    EXPECT_GT(run["baseline"]["decode_tokens_per_second"].get<double>(), 0);
+    EXPECT_GE(run["speculative"]["spec_decode"]["mean_acceptance_length"].get<double>(), 1.0);
+  }
+  EXPECT_EQ(j["num_prompts"].get<int>(), 3);
+}
+
+TEST(CliSpeculative, BadSpecOptionsAreErrors) {
+  auto r = test::run_command(test::eaglet_binary() + " generate --spec-method eagle3 2>&1");
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_NE(r.output.find("needs --draft"), std::string::npos) << r.output;
+  r = test::run_command(test::eaglet_binary() + " generate --spec-method medusa 2>&1");
+  EXPECT_NE(r.output.find("must be eagle3, ngram or none"), std::string::npos) << r.output;
 }
 
 }  // namespace
