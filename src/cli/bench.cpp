@@ -7,6 +7,7 @@
 #include <fstream>
 #include <nlohmann/json.hpp>
 
+#include "cli/bench_runner.h"
 #include "cli/commands.h"
 #include "cli/report.h"
 #include "core/cpu_features.h"
@@ -38,38 +39,6 @@ const std::vector<std::string> kDefaultPrompts = {
     "Once upon a time", "One day, a little girl named Lily", "Tom and his dog went to the park",
     "The sun was shining and", "There was a big red ball", "Sam wanted to play with his friend",
     "In a small house lived a cat", "Mom said, \"Let's go"};
-
-struct RunTotals {
-  int64_t tokens = 0;  // decode tokens (after the first of each prompt)
-  double seconds = 0;
-  SpecMetrics spec;
-  std::vector<std::vector<int>> outputs;
-  double tokens_per_second() const { return seconds > 0 ? double(tokens) / seconds : 0; }
-};
-
-RunTotals run_prompts(ModelBundle& b, const std::vector<std::vector<int>>& prompts, const BenchOptions& o,
-                      const SpecSetup* spec) {
-  RunTotals t;
-  for (auto& ids : prompts) {
-    GenerationRequest req;
-    req.prompt_ids = ids;
-    req.sampling = o.sampling;
-    req.stop.max_tokens = o.max_tokens;
-    req.stop.stop_tokens = b.eos_ids;
-    req.stop.ignore_eos = o.ignore_eos;
-    GenerationResult r;
-    if (spec) {
-      auto proposer = spec->new_proposer(int(ids.size()) + o.max_tokens + spec->k() + 1);
-      r = generate_speculative(*b.model, b.tokenizer, *proposer, req, spec->k(), &t.spec);
-    } else {
-      r = generate(*b.model, b.tokenizer, req);
-    }
-    t.tokens += std::max<int64_t>(0, r.stats.generated_tokens - 1);
-    t.seconds += r.stats.decode_seconds;
-    t.outputs.push_back(r.token_ids);
-  }
-  return t;
-}
 
 double prefill_rate(ModelBundle& b, const std::vector<std::vector<int>>& prompts, int n) {
   std::vector<int> ids;
@@ -125,7 +94,7 @@ void run_bench(BenchOptions o) {
     }
     const double prefill = prefill_rate(b, prompts, o.prefill_tokens);
     run["prefill"] = {{"tokens", o.prefill_tokens}, {"tokens_per_second", prefill}};
-    RunTotals base = run_prompts(b, prompts, o, nullptr);
+    RunTotals base = run_prompts(b, prompts, o.max_tokens, o.sampling, o.ignore_eos, nullptr);
     const double eff = base.tokens_per_second() * weight_gb;
     run["baseline"] = {{"decode_tokens", base.tokens},
                        {"decode_seconds", base.seconds},
@@ -142,7 +111,7 @@ void run_bench(BenchOptions o) {
     if (!o.skip_bandwidth) std::printf(" (%.0f%% of read bandwidth)", 100 * eff / bw.read_gbps);
     std::printf("\n");
     if (spec.enabled()) {
-      RunTotals sp = run_prompts(b, prompts, o, &spec);
+      RunTotals sp = run_prompts(b, prompts, o.max_tokens, o.sampling, o.ignore_eos, &spec);
       int identical = 0;
       for (size_t i = 0; i < prompts.size(); ++i) identical += sp.outputs[i] == base.outputs[i];
       const double speedup = base.tokens_per_second() > 0 ? sp.tokens_per_second() / base.tokens_per_second() : 0;

@@ -8,6 +8,10 @@ namespace eaglet::cli {
 
 void add_generate(CLI::App& app);
 void add_bench(CLI::App& app);
+void add_train(CLI::App& app);
+void add_regen(CLI::App& app);
+void add_infer_worker(CLI::App& app);
+void add_demo(CLI::App& app);
 
 // Options every model-running command shares.
 struct CommonOptions {

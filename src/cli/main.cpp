@@ -39,6 +39,10 @@ int main(int argc, char** argv) {
   spdlog::set_default_logger(spdlog::stderr_color_mt("eaglet"));
   eaglet::cli::add_generate(app);
   eaglet::cli::add_bench(app);
+  eaglet::cli::add_train(app);
+  eaglet::cli::add_regen(app);
+  eaglet::cli::add_infer_worker(app);
+  eaglet::cli::add_demo(app);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

@@ -38,6 +38,7 @@ class DecoderModel : public Model {
   void forward(KvCache& cache, const ForwardBatch& batch, ForwardOutput* out) override;
   void embed(const int* tokens, int64_t n, float* out) const override;
   const kernels::WeightView& lm_head() const override { return lm_head_; }
+  const kernels::WeightView& embed_view() const override { return embed_; }
   void final_norm(const float* x, int64_t rows, float* out) const override;
   size_t weight_bytes_per_token() const override;
 

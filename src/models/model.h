@@ -58,6 +58,7 @@ class Model {
   // What an EAGLE-3 draft shares with its target and what the trainer needs to score it.
   virtual void embed(const int* tokens, int64_t n, float* out) const = 0;
   virtual const kernels::WeightView& lm_head() const = 0;
+  virtual const kernels::WeightView& embed_view() const = 0;  // [vocab, hidden]
   virtual void final_norm(const float* x, int64_t rows, float* out) const = 0;
   // Bytes of weights one decode step reads (for bandwidth figures).
   virtual size_t weight_bytes_per_token() const = 0;

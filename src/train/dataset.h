@@ -1,0 +1,24 @@
+// Training samples: token ids with a loss mask. Read from regenerated JSONL (`input_ids` +
+// `loss_mask`), plain text (`.txt`, one sample per line or per blank-line-separated block; every
+// token counts), or JSONL/JSON records with `text`.
+#pragma once
+#include <string>
+#include <vector>
+
+#include "tokenizer/tokenizer.h"
+
+namespace eaglet {
+
+struct TrainSample {
+  int64_t index = 0;
+  std::vector<int> ids;
+  std::vector<uint8_t> loss_mask;  // 1 where the token is a training target
+};
+
+// Raw texts of a data file (for regeneration prompts and plain-text training).
+std::vector<std::string> load_texts(const std::string& path, int limit);
+std::vector<TrainSample> tokenize_texts(const std::vector<std::string>& texts, const Tokenizer& tok, int max_length);
+// Regenerated samples written by `eaglet regen` (sorted by index).
+std::vector<TrainSample> load_regenerated(const std::string& path, int max_length);
+
+}  // namespace eaglet

@@ -1,0 +1,65 @@
+#include "train/draft_export.h"
+
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+
+#include "core/error.h"
+#include "io/safetensors.h"
+#include <cstring>
+
+namespace eaglet {
+
+void write_draft_export(const std::string& dir, const DraftExport& d, const std::string& key_style,
+                        const std::string& dtype) {
+  std::filesystem::create_directories(dir);
+  nlohmann::json cfg = {{"architectures", {"LlamaForCausalLMEagle3"}},
+                        {"model_type", "llama"},
+                        {"hidden_size", d.hidden},
+                        {"intermediate_size", d.intermediate},
+                        {"num_attention_heads", d.num_heads},
+                        {"num_key_value_heads", d.num_kv_heads},
+                        {"head_dim", d.head_dim},
+                        {"num_hidden_layers", 1},
+                        {"hidden_act", "silu"},
+                        {"vocab_size", d.vocab},
+                        {"draft_vocab_size", d.draft_vocab},
+                        {"target_hidden_size", d.target_hidden},
+                        {"max_position_embeddings", d.max_position},
+                        {"rms_norm_eps", d.rms_eps},
+                        {"rope_theta", d.rope_theta},
+                        {"rope_scaling", nullptr},
+                        {"tie_word_embeddings", false},
+                        {"attention_bias", false},
+                        {"norm_before_residual", false},
+                        {"torch_dtype", dtype},
+                        {"eagle_aux_hidden_state_layer_ids", d.aux_layers},
+                        {"eagle_config", {{"eagle_aux_hidden_state_layer_ids", d.aux_layers}, {"use_aux_hidden_state", true}}}};
+  std::ofstream(dir + "/config.json") << cfg.dump(2) << "\n";
+  const std::string prefix = key_style == "vllm" ? "layers.0." : "midlayer.";
+  const DType dt = dtype == "bfloat16" ? DType::BF16 : DType::F32;
+  std::vector<TensorToWrite> ts;
+  for (auto& [name, t] : d.tensors) {
+    std::string key = name.rfind("layer.", 0) == 0 ? prefix + name.substr(6) : name;
+    std::string bytes;
+    if (dt == DType::F32) {
+      bytes.assign(reinterpret_cast<const char*>(t.data.data()), t.data.size() * 4);
+    } else {
+      bytes.resize(t.data.size() * 2);
+      for (size_t i = 0; i < t.data.size(); ++i) {
+        const bf16_t b = f32_to_bf16(t.data[i]);
+        std::memcpy(&bytes[i * 2], &b, 2);
+      }
+    }
+    ts.push_back({key, dt, t.shape, std::move(bytes)});
+  }
+  if (!d.vocab_map.d2t.empty() && d.draft_vocab < d.vocab) {
+    ts.push_back({"d2t", DType::I64, {int64_t(d.vocab_map.d2t.size())},
+                  std::string(reinterpret_cast<const char*>(d.vocab_map.d2t.data()), d.vocab_map.d2t.size() * 8)});
+    ts.push_back({"t2d", DType::BOOL, {int64_t(d.vocab_map.t2d.size())},
+                  std::string(reinterpret_cast<const char*>(d.vocab_map.t2d.data()), d.vocab_map.t2d.size())});
+  }
+  write_safetensors(dir + "/model.safetensors", ts, {{"format", "pt"}});
+}
+
+}  // namespace eaglet

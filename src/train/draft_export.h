@@ -1,0 +1,33 @@
+// Writes a trained draft as a Hugging Face EAGLE-3 directory that eaglet, vLLM, SGLang and
+// llama.cpp's convert_hf_to_gguf.py load: config.json (LlamaForCausalLMEagle3) and
+// model.safetensors with `midlayer.*` (EAGLE/SpecForge/TorchSpec) or `layers.0.*` (vLLM) keys.
+#pragma once
+#include <map>
+#include <string>
+#include <vector>
+
+#include "train/vocab_mapping.h"
+
+namespace eaglet {
+
+struct DraftExport {
+  // Tensors by their name under the layer prefix "layer." (e.g. "layer.self_attn.q_proj.weight")
+  // or at the top level ("fc.weight", "norm.weight", "lm_head.weight").
+  struct Tensor {
+    std::vector<int64_t> shape;
+    std::vector<float> data;
+  };
+  std::map<std::string, Tensor> tensors;
+  int hidden = 0, intermediate = 0, num_heads = 0, num_kv_heads = 0, head_dim = 0;
+  int vocab = 0, draft_vocab = 0, target_hidden = 0, max_position = 2048;
+  float rms_eps = 1e-6f;
+  double rope_theta = 10000.0;
+  std::vector<int> aux_layers;  // eaglet/vLLM numbering
+  VocabMapping vocab_map;       // empty d2t when draft_vocab == vocab
+};
+
+// key_style: "midlayer" or "vllm" ("layers.0."). dtype: "float32" or "bfloat16".
+void write_draft_export(const std::string& dir, const DraftExport& d, const std::string& key_style,
+                        const std::string& dtype = "float32");
+
+}  // namespace eaglet

@@ -1,0 +1,65 @@
+// The EAGLE-3 draft as a libtorch module, for training. Same math as models/eagle3 (a test holds
+// the two to 1e-4 on exported weights), plus the training-time-test unroll: step 0 reads
+// g = fc(aux); step i reads the draft's own step i-1 output, with tokens shifted left by i and
+// positions arange(T) + i. Attention at step i is causal over step-0 keys plus the "diagonal"
+// keys of steps 1..i (EAGLE-3's cache_hidden scheme). libtorch appears only under train/.
+#pragma once
+#include <torch/torch.h>
+
+#include <vector>
+
+namespace eaglet {
+
+struct DraftModuleOptions {
+  int hidden = 0, target_hidden = 0, intermediate = 0, num_heads = 0, num_kv_heads = 0, head_dim = 0;
+  int vocab = 0, draft_vocab = 0;
+  double rms_eps = 1e-6, rope_theta = 10000.0;
+};
+
+struct DraftModuleImpl : torch::nn::Module {
+  explicit DraftModuleImpl(const DraftModuleOptions& o);
+
+  // One draft step over a batch: tokens [B, T] (target ids), g [B, T, H], positions start at
+  // `pos0`. `keys`/`values` hold earlier TTT steps' K/V [B, nkv, T, hd] (step 0 first) and get
+  // this step's appended. Returns {logits [B, T, Vd], out [B, T, H] (the next g)}.
+  std::pair<torch::Tensor, torch::Tensor> step(const torch::Tensor& tokens, const torch::Tensor& g, int64_t pos0,
+                                               std::vector<torch::Tensor>& keys, std::vector<torch::Tensor>& values);
+  torch::Tensor fuse(const torch::Tensor& aux) { return fc(aux); }
+
+  DraftModuleOptions opts;
+  torch::nn::Linear fc{nullptr}, q_proj{nullptr}, k_proj{nullptr}, v_proj{nullptr}, o_proj{nullptr};
+  torch::nn::Linear gate_proj{nullptr}, up_proj{nullptr}, down_proj{nullptr}, lm_head{nullptr};
+  torch::Tensor input_layernorm, hidden_norm, post_attention_layernorm, norm;
+  torch::Tensor embed;     // [V, H], frozen copy of the target's
+  torch::Tensor inv_freq;  // [hd / 2]
+};
+TORCH_MODULE(DraftModule);
+
+torch::Tensor rms_norm(const torch::Tensor& x, const torch::Tensor& w, double eps);
+
+// EAGLE-3 cache_hidden attention for one TTT step. q [B, nh, T, hd]; keys/values: per step
+// [B, nkv, T, hd], step 0 first, the current step last. Causal over step 0, diagonal over the rest.
+torch::Tensor ttt_attention(const torch::Tensor& q, const std::vector<torch::Tensor>& keys,
+                            const std::vector<torch::Tensor>& values);
+
+struct TttBatch {
+  torch::Tensor ids;            // [B, T] target token ids
+  torch::Tensor aux;            // [B, T, 3H]
+  torch::Tensor target_logits;  // [B, T, V] from the target's final norm + lm_head on last_hidden
+  torch::Tensor loss_mask;      // [B, T] float
+};
+
+struct TttResult {
+  torch::Tensor loss;                // weighted sum over steps (differentiable)
+  std::vector<double> step_loss;     // per step
+  std::vector<double> step_correct;  // per step: positions where draft argmax == target argmax
+  std::vector<double> step_valid;    // per step: positions counted
+};
+
+// The training-time-test unroll and loss (forward KL against the target restricted to the draft
+// vocabulary, mean over valid positions, step weights step_weight^i). `draft_to_target` [Vd]
+// (int64) lists the target id of each draft id; `in_draft` [V] (bool) is t2d.
+TttResult ttt_forward(DraftModule& m, const TttBatch& b, int steps, double step_weight,
+                      const torch::Tensor& draft_to_target, const torch::Tensor& in_draft);
+
+}  // namespace eaglet

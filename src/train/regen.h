@@ -1,0 +1,29 @@
+// `eaglet regen`: the target rewrites the data so that the draft learns the target's own
+// distribution. For plain text (and base models) each sample's first `prefix_tokens` tokens are
+// kept as the prompt and the target continues them at the chosen temperature. Batched (one
+// target forward per step for all live sequences), resumable (finished samples are skipped on
+// restart), with progress. Output: JSONL {index, input_ids, loss_mask, text}.
+#pragma once
+#include <string>
+#include <vector>
+
+#include "models/model.h"
+#include "tokenizer/tokenizer.h"
+
+namespace eaglet {
+
+struct RegenOptions {
+  std::string input;   // .txt / .jsonl / .json texts
+  std::string output;  // JSONL, appended to
+  int num_samples = 0;
+  float temperature = 0.8f;
+  int max_new_tokens = 120;
+  int prefix_tokens = 8;
+  int batch = 8;
+  uint64_t seed = 0;
+};
+
+// Returns the number of samples in the output file afterwards.
+int64_t regenerate(Model& target, const Tokenizer& tok, const std::vector<int>& eos, const RegenOptions& o);
+
+}  // namespace eaglet

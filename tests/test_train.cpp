@@ -1,0 +1,283 @@
+// The trainer: TTT attention and loss against direct computation, the libtorch draft against
+// eaglet's inference draft, vocabulary pruning, export round trip, exact resume after a kill,
+// and the ZeroMQ multi-process pipeline (including a worker that dies).
+#include <gtest/gtest.h>
+#include <torch/torch.h>
+
+#include <cmath>
+#include <filesystem>
+#include <nlohmann/json.hpp>
+#include <thread>
+
+#include "core/error.h"
+#include "io/mapped_file.h"
+#include "models/eagle3.h"
+#include "support/test_util.h"
+#include "train/draft_export.h"
+#include "train/draft_module.h"
+#include "train/trainer.h"
+#include "train/vocab_mapping.h"
+
+namespace eaglet {
+namespace {
+
+TEST(Ttt, AttentionIsCausalOverStepZeroPlusDiagonal) {
+  torch::manual_seed(1);
+  const int64_t B = 2, nh = 4, nkv = 2, T = 5, hd = 3, steps = 3;
+  auto q = torch::randn({B, nh, T, hd});
+  std::vector<torch::Tensor> keys, values;
+  for (int i = 0; i < steps; ++i) {
+    keys.push_back(torch::randn({B, nkv, T, hd}));
+    values.push_back(torch::randn({B, nkv, T, hd}));
+  }
+  auto got = ttt_attention(q, keys, values);
+  // Direct: query (b, h, t) sees K_0[0..t] and K_j[t] for j >= 1.
+  auto qa = q.accessor<float, 4>();
+  for (int64_t b = 0; b < B; ++b)
+    for (int64_t h = 0; h < nh; ++h)
+      for (int64_t t = 0; t < T; ++t) {
+        const int64_t kv = h / (nh / nkv);
+        std::vector<double> s;
+        std::vector<const float*> vrows;
+        auto score = [&](const torch::Tensor& k, int64_t pos) {
+          double d = 0;
+          for (int64_t x = 0; x < hd; ++x) d += double(qa[b][h][t][x]) * k[b][kv][pos][x].item<float>();
+          return d / std::sqrt(double(hd));
+        };
+        for (int64_t p = 0; p <= t; ++p) s.push_back(score(keys[0], p));
+        for (int j = 1; j < steps; ++j) s.push_back(score(keys[size_t(j)], t));
+        double mx = *std::max_element(s.begin(), s.end()), z = 0;
+        for (auto& v : s) z += (v = std::exp(v - mx));
+        for (int64_t x = 0; x < hd; ++x) {
+          double o = 0;
+          size_t i = 0;
+          for (int64_t p = 0; p <= t; ++p) o += s[i++] / z * values[0][b][kv][p][x].item<float>();
+          for (int j = 1; j < steps; ++j) o += s[i++] / z * values[size_t(j)][b][kv][t][x].item<float>();
+          EXPECT_NEAR(got[b][h][t][x].item<float>(), o, 1e-5);
+        }
+      }
+}
+
+DraftModuleOptions tiny_options() {
+  DraftModuleOptions o;
+  o.hidden = o.target_hidden = 16;
+  o.intermediate = 24;
+  o.num_heads = 4;
+  o.num_kv_heads = 2;
+  o.head_dim = 4;
+  o.vocab = 20;
+  o.draft_vocab = 12;
+  return o;
+}
+
+TEST(Ttt, LossMatchesDirectComputation) {
+  torch::manual_seed(2);
+  DraftModule m(tiny_options());
+  {
+    torch::NoGradGuard ng;
+    m->embed.normal_();
+  }
+  const int64_t B = 2, T = 7, V = 20, Vd = 12;
+  TttBatch b;
+  b.ids = torch::randint(0, V, {B, T}, torch::kLong);
+  b.aux = torch::randn({B, T, 48});
+  b.target_logits = torch::randn({B, T, V}) * 3;
+  b.loss_mask = torch::ones({B, T});
+  b.loss_mask[1][2] = 0;
+  std::vector<int64_t> d2t_ids = {0, 1, 2, 3, 5, 7, 8, 11, 13, 14, 17, 19};
+  auto d2t = torch::tensor(d2t_ids, torch::kLong);
+  auto in_draft = torch::zeros({V}, torch::kBool);
+  for (auto i : d2t_ids) in_draft[i] = true;
+  auto res = ttt_forward(m, b, 2, 0.8, d2t, in_draft);
+
+  // Step 0 by hand: index t uses token t+1, is scored against the target at t+1, counted when
+  // loss_mask[t+1] is set and the target's argmax at t+1 is in the draft vocabulary.
+  torch::NoGradGuard ng;
+  std::vector<torch::Tensor> keys, values;
+  auto ids = torch::cat({b.ids.narrow(1, 1, T - 1), torch::zeros({B, 1}, torch::kLong)}, 1);
+  auto [logits, out] = m->step(ids, m->fuse(b.aux), 0, keys, values);
+  double total = 0, count = 0, correct = 0;
+  for (int64_t i = 0; i < B; ++i)
+    for (int64_t t = 0; t + 1 < T; ++t) {
+      auto tl = b.target_logits[i][t + 1];
+      if (b.loss_mask[i][t + 1].item<float>() == 0 || !in_draft[tl.argmax().item<int64_t>()].item<bool>()) continue;
+      auto p = torch::softmax(tl.index_select(0, d2t), 0);
+      auto lq = torch::log_softmax(logits[i][t], 0);
+      total += -(p * lq).sum().item<double>();
+      count += 1;
+      correct += logits[i][t].argmax().item<int64_t>() == tl.index_select(0, d2t).argmax().item<int64_t>();
+    }
+  ASSERT_GT(count, 0);
+  EXPECT_NEAR(res.step_loss[0], total / count, 1e-5);
+  EXPECT_EQ(res.step_valid[0], count);
+  EXPECT_EQ(res.step_correct[0], correct);
+  EXPECT_NEAR(res.loss.item<double>(), res.step_loss[0] + 0.8 * res.step_loss[1], 1e-5);
+  EXPECT_LT(res.step_valid[1], res.step_valid[0] + 1);  // step 1 loses the last position
+}
+
+TEST(VocabMapping, TopTokensAscendingWithOffsets) {
+  std::vector<TrainSample> s(1);
+  s[0].ids = {5, 5, 5, 2, 2, 9, 9, 9, 9, 1};
+  s[0].loss_mask = {1, 1, 1, 1, 1, 1, 1, 1, 1, 0};  // token 1 is not counted
+  auto m = build_vocab_mapping(s, 12, 3);
+  EXPECT_EQ(m.draft_to_target(), (std::vector<int>{2, 5, 9}));
+  EXPECT_EQ(m.d2t, (std::vector<int64_t>{2, 4, 7}));
+  EXPECT_EQ(m.t2d[9], 1);
+  EXPECT_EQ(m.t2d[1], 0);
+  // Too few distinct tokens: padded with unused ids, lowest first.
+  auto pad = build_vocab_mapping(s, 12, 5);
+  EXPECT_EQ(pad.draft_to_target(), (std::vector<int>{0, 1, 2, 5, 9}));
+  EXPECT_THROW(build_vocab_mapping(s, 12, 13), Error);
+}
+
+// A small end-to-end setup: tiny random target + a text file.
+struct TrainFixture {
+  test::TempDir dir;
+  std::string target, data;
+  TrainFixture() {
+    target = dir.file("target");
+    test::TinyModelSpec ts;
+    ts.vocab = 259;  // the byte tokenizer's vocabulary, so tokenizer.json can be the built-in one
+    ts.layers = 4;
+    test::write_tiny_model(target, ts);
+    std::filesystem::copy_file(test::source_dir() + "/tests/data/bytes_tokenizer.json", target + "/tokenizer.json");
+    data = dir.file("data.txt");
+    std::string text;
+    for (int i = 0; i < 60; ++i) text += "sample " + std::to_string(i) + ": the cat sat on the mat " + std::to_string(i * 7) + "\n";
+    test::write_text(data, text);
+  }
+  TrainConfig config(const std::string& out, std::vector<std::string> extra = {}) const {
+    std::vector<std::string> o = {"output_dir=" + out, "model.target=" + target, "data.path=" + data,
+                                  "data.eval_samples=6", "regen.max_new_tokens=12", "regen.prefix_tokens=4",
+                                  "training.ttt_steps=2", "training.batch_size=4", "training.steps=12",
+                                  "training.lr=0.003", "training.save_every=4", "training.log_every=4",
+                                  "model.draft.draft_vocab_size=64", "inference.worker_timeout_s=3"};
+    o.insert(o.end(), extra.begin(), extra.end());
+    return TrainConfig::load("", o);
+  }
+};
+
+std::string export_bytes(const std::string& dir) { return read_text_file(dir + "/export/model.safetensors"); }
+
+TEST(Trainer, ExportLoadsAndMatchesTheInferenceDraft) {
+  TrainFixture f;
+  TrainSummary s = run_training(f.config(f.dir.file("run")));
+  ASSERT_EQ(s.export_dir, f.dir.file("run") + "/export");
+  auto target = load_model(f.target);
+  auto draft = Eagle3Draft::load(s.export_dir, *target);
+  EXPECT_EQ(draft->config().draft_vocab, 64);
+  EXPECT_EQ(draft->config().aux_layers, (std::vector<int>{1, 2, 2}));  // default (2, L/2, L-3) for L = 4, sorted
+  const int T = 11, H = 48;
+  std::vector<int> tokens;
+  for (int i = 0; i < T; ++i) tokens.push_back((i * 31 + 7) % 259);
+  auto aux = test::random_normal(size_t(T * 3 * H), 1.0f, 9);
+  auto want = torch_draft_logits(s.export_dir, *target, tokens, aux);
+  KvCache cache(draft->kv_shape(2));
+  SeqId seq = cache.create();
+  std::vector<float> g(size_t(T * H)), out(size_t(T * H)), got;
+  draft->fuse_aux(aux.data(), T, g.data());
+  draft->forward(cache, {Eagle3Rows{seq, tokens}}, g.data(), out.data(), &got, true);
+  ASSERT_EQ(got.size(), want.size());
+  double mx = 0;
+  for (float v : want) mx = std::max(mx, std::fabs(double(v)));
+  for (size_t i = 0; i < got.size(); ++i) ASSERT_NEAR(got[i], want[i], 1e-4 * mx) << i;
+  // vLLM key style loads the same.
+  auto cfg = f.config(f.dir.file("run"), {"export.key_style=vllm"});
+  auto j = nlohmann::json::parse(read_text_file(s.export_dir + "/config.json"));
+  EXPECT_EQ(j["architectures"][0], "LlamaForCausalLMEagle3");
+  EXPECT_EQ(j["draft_vocab_size"], 64);
+  Checkpoint ck = Checkpoint::open_dir(s.export_dir);
+  EXPECT_TRUE(ck.has("midlayer.self_attn.q_proj.weight"));
+  EXPECT_TRUE(ck.has("d2t"));
+  EXPECT_TRUE(ck.has("t2d"));
+  EXPECT_GT(s.stream.produced, 0);
+  EXPECT_EQ(s.steps_done, 12);
+}
+
+TEST(Trainer, ResumeAfterKillGivesTheSameWeights) {
+  TrainFixture f;
+  run_training(f.config(f.dir.file("straight")));
+  // Kill -9 a real `eaglet train` after its first checkpoint, then run it again to the end.
+  const std::string out = f.dir.file("killed");
+  std::string args;
+  for (auto kv : {"output_dir=" + out, "model.target=" + f.target, "data.path=" + f.data}) args += " " + kv;
+  for (auto kv : {"data.eval_samples=6", "regen.max_new_tokens=12", "regen.prefix_tokens=4", "training.ttt_steps=2",
+                  "training.batch_size=4", "training.steps=12", "training.lr=0.003", "training.save_every=4",
+                  "training.log_every=4", "model.draft.draft_vocab_size=64", "inference.worker_timeout_s=3"})
+    args += std::string(" ") + kv;
+  const std::string cmd = test::eaglet_binary() + " train" + args;
+  auto r = test::run_command("(" + cmd + " >/dev/null 2>&1 & pid=$!; for i in $(seq 1 600); do "
+                             "[ -f " + out + "/checkpoint/state.json ] && break; sleep 0.05; done; kill -9 $pid; "
+                             "wait $pid; echo killed)");
+  ASSERT_NE(r.output.find("killed"), std::string::npos);
+  ASSERT_TRUE(std::filesystem::exists(out + "/checkpoint/state.json"));
+  auto state = nlohmann::json::parse(read_text_file(out + "/checkpoint/state.json"));
+  EXPECT_LT(state["step"].get<int>(), 12) << "the run finished before the kill; the test proves nothing";
+  r = test::run_command(cmd + " 2>&1");
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_NE(r.output.find("resumed from"), std::string::npos) << r.output;
+  EXPECT_EQ(export_bytes(out), export_bytes(f.dir.file("straight")));
+}
+
+TEST(Trainer, StopAndResumeInProcessIsExact) {
+  TrainFixture f;
+  run_training(f.config(f.dir.file("a")));
+  TrainHooks h;
+  h.stop_after_steps = 5;
+  auto first = run_training(f.config(f.dir.file("b")), h);
+  EXPECT_EQ(first.steps_done, 5);
+  EXPECT_TRUE(first.export_dir.empty());
+  run_training(f.config(f.dir.file("b")));
+  EXPECT_EQ(export_bytes(f.dir.file("a")), export_bytes(f.dir.file("b")));
+}
+
+TEST(Trainer, ZeroMqWorkersTrainTheSameDraftAndSurviveADeadWorker) {
+  TrainFixture f;
+  run_training(f.config(f.dir.file("threads")));
+  const std::string endpoint = "tcp://127.0.0.1:" + std::to_string(20000 + (::getpid() % 20000));
+  // Two workers; one vanishes after 3 samples without a word. Its in-flight work is reassigned.
+  std::thread workers([&] {
+    test::run_command(test::eaglet_binary() + " infer-worker --threads 1 -m " + f.target + " --connect " + endpoint +
+                      " --exit-after 3 >/dev/null 2>&1 & " + test::eaglet_binary() + " infer-worker --threads 1 -m " +
+                      f.target + " --connect " + endpoint + " >/dev/null 2>&1; wait");
+  });
+  auto s = run_training(f.config(f.dir.file("zmq"), {"inference.mode=zmq", "inference.endpoint=" + endpoint}));
+  workers.join();
+  EXPECT_EQ(s.steps_done, 12);
+  EXPECT_EQ(export_bytes(f.dir.file("zmq")), export_bytes(f.dir.file("threads")));
+}
+
+TEST(Trainer, NoWorkersStopsCleanlyInsteadOfHanging) {
+  TrainFixture f;
+  const auto t0 = std::chrono::steady_clock::now();
+  try {
+    run_training(f.config(f.dir.file("none"), {"inference.mode=zmq", "inference.endpoint=tcp://127.0.0.1:*",
+                                                "inference.worker_timeout_s=1"}));
+    FAIL() << "expected an error";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("no inference worker"), std::string::npos) << e.what();
+  }
+  EXPECT_LT(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count(), 60);
+}
+
+TEST(TrainConfig, YamlOverridesAndErrors) {
+  test::TempDir d;
+  test::write_text(d.file("c.yaml"), "training:\n  steps: 7\n  lr: 0.5\nmodel:\n  aux_layers: [1, 2, 3]\n");
+  auto c = TrainConfig::load(d.file("c.yaml"), {"steps=9", "model.lm_head=train"});
+  EXPECT_EQ(c.steps, 9);
+  EXPECT_DOUBLE_EQ(c.lr, 0.5);
+  EXPECT_EQ(c.aux_layers, (std::vector<int>{1, 2, 3}));
+  EXPECT_EQ(c.lm_head, "train");
+  test::write_text(d.file("bad.yaml"), "training:\n  stepz: 7\n");
+  try {
+    TrainConfig::load(d.file("bad.yaml"), {});
+    FAIL();
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("unknown key 'training.stepz'"), std::string::npos) << e.what();
+  }
+  EXPECT_THROW(TrainConfig::load("", {"training.steps=abc"}), Error);
+  EXPECT_THROW(TrainConfig::load("", {"model.lm_head=shared"}), Error);
+}
+
+}  // namespace
+}  // namespace eaglet
