@@ -7,7 +7,8 @@ PKGS=(
   nlohmann-json3-dev libcli11-dev libspdlog-dev libfmt-dev
   libpcre2-dev zlib1g-dev libicu-dev
   libtorch-dev libgloo-dev libyaml-cpp-dev libzmq3-dev cppzmq-dev libopenblas0-pthread
-  python3-numpy
+  libcpp-httplib-dev curl nodejs npm
+  python3-numpy python3-jinja2
 )
 missing=()
 for p in "${PKGS[@]}"; do

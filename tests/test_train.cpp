@@ -235,15 +235,17 @@ TEST(Trainer, ZeroMqWorkersTrainTheSameDraftAndSurviveADeadWorker) {
   TrainFixture f;
   run_training(f.config(f.dir.file("threads")));
   const std::string endpoint = "tcp://127.0.0.1:" + std::to_string(20000 + (::getpid() % 20000));
-  // Two workers; one vanishes after 3 samples without a word. Its in-flight work is reassigned.
+  // Two workers; the first vanishes after 3 samples without a word while holding work, and the
+  // second joins a little later. The dead worker's in-flight sample is reassigned after the timeout.
   std::thread workers([&] {
     test::run_command(test::eaglet_binary() + " infer-worker --threads 1 -m " + f.target + " --connect " + endpoint +
-                      " --exit-after 3 >/dev/null 2>&1 & " + test::eaglet_binary() + " infer-worker --threads 1 -m " +
-                      f.target + " --connect " + endpoint + " >/dev/null 2>&1; wait");
+                      " --exit-after 3 >/dev/null 2>&1 & sleep 1; " + test::eaglet_binary() +
+                      " infer-worker --threads 1 -m " + f.target + " --connect " + endpoint + " >/dev/null 2>&1; wait");
   });
   auto s = run_training(f.config(f.dir.file("zmq"), {"inference.mode=zmq", "inference.endpoint=" + endpoint}));
   workers.join();
   EXPECT_EQ(s.steps_done, 12);
+  EXPECT_GE(s.stream.reassigned, 1) << "the dying worker's work was never reassigned";
   EXPECT_EQ(export_bytes(f.dir.file("zmq")), export_bytes(f.dir.file("threads")));
 }
 

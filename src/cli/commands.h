@@ -12,6 +12,7 @@ void add_train(CLI::App& app);
 void add_regen(CLI::App& app);
 void add_infer_worker(CLI::App& app);
 void add_demo(CLI::App& app);
+void add_serve(CLI::App& app);
 
 // Options every model-running command shares.
 struct CommonOptions {

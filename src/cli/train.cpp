@@ -62,6 +62,7 @@ void add_regen(CLI::App& app) {
   cmd->add_option("--max-new-tokens", o->regen.max_new_tokens, "tokens generated per sample");
   cmd->add_option("--prefix-tokens", o->regen.prefix_tokens, "tokens of each text kept as the prompt");
   cmd->add_option("--batch", o->regen.batch, "sequences decoded together");
+  cmd->add_option("--samples-per-prompt", o->regen.samples_per_prompt, "independent continuations of each text");
   cmd->add_option("--seed", o->regen.seed, "sampling seed");
   cmd->callback([o] {
     apply_common_options(o->common);

@@ -38,6 +38,7 @@ struct StreamStats {
   double worker_wait_seconds = 0;   // workers blocked by backpressure (summed over workers)
   double worker_busy_seconds = 0;   // workers computing (summed)
   size_t depth = 0;                 // samples ready but not yet consumed
+  int64_t reassigned = 0;           // samples handed to another worker after theirs died
 };
 
 // Ordered, bounded hand-over between producers and the trainer.

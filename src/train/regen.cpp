@@ -45,8 +45,9 @@ struct Live {
 int64_t regenerate(Model& target, const Tokenizer& tok, const std::vector<int>& eos, const RegenOptions& o) {
   const auto texts = load_texts(o.input, o.num_samples);
   const std::set<int64_t> done = finished_indices(o.output);
+  const int64_t per = std::max(1, o.samples_per_prompt), total = int64_t(texts.size()) * per;
   std::vector<int64_t> todo;
-  for (int64_t i = 0; i < int64_t(texts.size()); ++i)
+  for (int64_t i = 0; i < total; ++i)
     if (!done.count(i)) todo.push_back(i);
   spdlog::info("regen: {} samples from {}, {} already in {}", texts.size(), o.input, done.size(), o.output);
   std::ofstream out(o.output, std::ios::app);
@@ -59,7 +60,7 @@ int64_t regenerate(Model& target, const Tokenizer& tok, const std::vector<int>& 
   KvCache cache(target.kv_shape(int64_t(o.batch) * (kv_blocks_for(std::min<int64_t>(per_seq, max_pos)) + 1)));
   SamplingParams sp;
   sp.temperature = o.temperature;
-  Progress progress("regen", int64_t(texts.size()), int64_t(done.size()));
+  Progress progress("regen", total, int64_t(done.size()));
   int64_t written = int64_t(done.size()), tokens_out = 0;
   size_t next = 0;
   std::vector<Live> live;
@@ -67,7 +68,7 @@ int64_t regenerate(Model& target, const Tokenizer& tok, const std::vector<int>& 
     // Admit new samples (prefill each) while there is room in the batch.
     while (next < todo.size() && int(live.size()) < o.batch) {
       const int64_t idx = todo[next++];
-      std::vector<int> ids = tok.encode(texts[size_t(idx)]);
+      std::vector<int> ids = tok.encode(texts[size_t(idx / per)]);
       if (int(ids.size()) > prefix) ids.resize(size_t(prefix));
       if (int(ids.size()) + o.max_new_tokens >= max_pos) ids.resize(size_t(std::max(1, max_pos - o.max_new_tokens - 1)));
       sp.seed = o.seed * 1000003ULL + uint64_t(idx);

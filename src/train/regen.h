@@ -20,6 +20,7 @@ struct RegenOptions {
   int max_new_tokens = 120;
   int prefix_tokens = 8;
   int batch = 8;
+  int samples_per_prompt = 1;  // independent continuations of each prompt (index = prompt * n + r)
   uint64_t seed = 0;
 };
 

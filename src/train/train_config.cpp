@@ -58,6 +58,7 @@ std::map<std::string, Field> fields() {
   EAGLET_FIELD("regen.max_new_tokens", regen_max_new_tokens);
   EAGLET_FIELD("regen.prefix_tokens", regen_prefix_tokens);
   EAGLET_FIELD("regen.batch_size", regen_batch);
+  EAGLET_FIELD("regen.samples_per_prompt", regen_samples_per_prompt);
   EAGLET_FIELD("training.ttt_steps", ttt_steps);
   EAGLET_FIELD("training.batch_size", batch_size);
   EAGLET_FIELD("training.steps", steps);

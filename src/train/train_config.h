@@ -32,6 +32,7 @@ struct TrainConfig {
   int regen_max_new_tokens = 120;
   int regen_prefix_tokens = 8;         // plain text: tokens of each sample kept as the prompt
   int regen_batch = 8;
+  int regen_samples_per_prompt = 1;
   // training
   int ttt_steps = 7;
   int batch_size = 16;

@@ -249,7 +249,8 @@ TrainSummary run_training(const TrainConfig& cfg, const TrainHooks& hooks) {
   EAGLET_CHECK(!cfg.data_path.empty(), "config: data.path is required");
   if (cfg.regen) {
     RegenOptions ro{cfg.data_path, cfg.regen_path(), cfg.num_samples, cfg.regen_temperature,
-                    cfg.regen_max_new_tokens, cfg.regen_prefix_tokens, cfg.regen_batch, cfg.seed};
+                    cfg.regen_max_new_tokens, cfg.regen_prefix_tokens, cfg.regen_batch,
+                    cfg.regen_samples_per_prompt, cfg.seed};
     regenerate(target, r.bundle.tokenizer, r.bundle.eos_ids, ro);
     all = load_regenerated(cfg.regen_path(), cfg.max_length);
   } else if (cfg.data_path.size() > 6 && cfg.data_path.compare(cfg.data_path.size() - 6, 6, ".jsonl") == 0 &&

@@ -53,7 +53,11 @@ class ZmqSource : public HiddenSource {
     if (!buffer_.error().empty()) fail("{}", buffer_.error());
     return false;
   }
-  StreamStats stats() const override { return buffer_.stats(); }
+  StreamStats stats() const override {
+    StreamStats s = buffer_.stats();
+    s.reassigned = reassigned_;
+    return s;
+  }
   void stop() override {
     running_ = false;
     if (io_.joinable()) io_.join();
@@ -115,6 +119,7 @@ class ZmqSource : public HiddenSource {
     for (auto it = inflight_.begin(); it != inflight_.end();) {
       if (it->second.worker == worker) {
         reassign_.push_back(it->first);
+        ++reassigned_;
         it = inflight_.erase(it);
       } else {
         ++it;
@@ -199,6 +204,7 @@ class ZmqSource : public HiddenSource {
   std::atomic<bool> running_{true};
   std::deque<std::string> credits_;
   std::deque<int64_t> reassign_;
+  std::atomic<int64_t> reassigned_{0};
   std::map<int64_t, InFlight> inflight_;
   std::set<std::string> live_, dead_;
   std::map<std::string, clock_type::time_point> last_seen_;

@@ -1,0 +1,47 @@
+#include "tokenizer/chat_template.h"
+
+#include "core/error.h"
+#include "tokenizer/jinja.h"
+#include "tokenizer/tokenizer.h"
+
+namespace eaglet {
+
+struct ChatTemplate::Impl {
+  jinja::Template tmpl;
+  explicit Impl(const std::string& s) : tmpl(s) {}
+};
+
+ChatTemplate::ChatTemplate(const std::string& source) : impl_(std::make_unique<Impl>(source)) {}
+ChatTemplate::~ChatTemplate() = default;
+
+std::unique_ptr<ChatTemplate> ChatTemplate::from_tokenizer_config(const nlohmann::json& config) {
+  if (!config.contains("chat_template")) return nullptr;
+  const auto& t = config["chat_template"];
+  if (t.is_string()) return std::make_unique<ChatTemplate>(t.get<std::string>());
+  if (t.is_array())
+    for (auto& e : t)
+      if (e.value("name", "") == "default" && e.contains("template")) return std::make_unique<ChatTemplate>(e["template"].get<std::string>());
+  return nullptr;
+}
+
+std::string ChatTemplate::render(const nlohmann::json& context) const {
+  jinja::Dict globals;
+  for (auto& [k, v] : context.items()) globals[k] = jinja::Value::from_json(v);
+  return impl_->tmpl.render(globals);
+}
+
+std::string ChatTemplate::render(const std::vector<ChatMessage>& messages, bool add_generation_prompt, const Tokenizer& tok) const {
+  nlohmann::json msgs = nlohmann::json::array();
+  for (auto& m : messages) msgs.push_back({{"role", m.role}, {"content", m.content}});
+  auto text_of = [&](const char* key) -> std::string {
+    const auto& c = tok.config();
+    if (!c.contains(key)) return "";
+    if (c[key].is_string()) return c[key].get<std::string>();
+    if (c[key].is_object()) return c[key].value("content", "");
+    return "";
+  };
+  return render({{"messages", msgs}, {"add_generation_prompt", add_generation_prompt}, {"bos_token", text_of("bos_token")},
+                 {"eos_token", text_of("eos_token")}});
+}
+
+}  // namespace eaglet

@@ -1,0 +1,35 @@
+// Chat templates (`chat_template` in tokenizer_config.json) rendered with the Jinja subset real
+// templates use: set (incl. namespace attributes), for (loop.*), if/elif/else, expressions with
+// filters (trim, length, tojson, ...), tests (defined, none, string, ...), string methods
+// (startswith, split, strip, ...), slices, and Hugging Face's trim_blocks/lstrip_blocks.
+// Shared by the trainer (chat data) and the server (/v1/chat/completions).
+#pragma once
+#include <memory>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
+
+namespace eaglet {
+
+class Tokenizer;
+
+struct ChatMessage {
+  std::string role, content;
+};
+
+class ChatTemplate {
+ public:
+  explicit ChatTemplate(const std::string& source);  // throws eaglet::Error on syntax errors
+  ~ChatTemplate();
+  // The template of a tokenizer_config.json (string, or the "default" of a named list); null if none.
+  static std::unique_ptr<ChatTemplate> from_tokenizer_config(const nlohmann::json& config);
+  // Renders with `messages`, `add_generation_prompt`, `bos_token`, `eos_token` and `extra` vars.
+  std::string render(const nlohmann::json& context) const;
+  std::string render(const std::vector<ChatMessage>& messages, bool add_generation_prompt, const Tokenizer& tok) const;
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace eaglet

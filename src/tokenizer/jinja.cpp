@@ -1,0 +1,997 @@
+#include "tokenizer/jinja.h"
+
+#include <algorithm>
+#include <cmath>
+#include <functional>
+
+#include "core/error.h"
+
+namespace eaglet::jinja {
+
+// ---- values -------------------------------------------------------------------------------
+
+Value Value::from_json(const nlohmann::json& j) {
+  if (j.is_null()) return Value(nullptr);
+  if (j.is_boolean()) return Value(j.get<bool>());
+  if (j.is_number_integer()) return Value(j.get<int64_t>());
+  if (j.is_number()) return Value(j.get<double>());
+  if (j.is_string()) return Value(j.get<std::string>());
+  if (j.is_array()) {
+    auto l = std::make_shared<List>();
+    for (auto& e : j) l->push_back(from_json(e));
+    return Value(l);
+  }
+  auto d = std::make_shared<Dict>();
+  for (auto& [k, e] : j.items()) (*d)[k] = from_json(e);
+  return Value(d);
+}
+
+bool Value::truthy() const {
+  return std::visit(
+      [](auto&& x) -> bool {
+        using T = std::decay_t<decltype(x)>;
+        if constexpr (std::is_same_v<T, Undefined> || std::is_same_v<T, std::nullptr_t>) return false;
+        else if constexpr (std::is_same_v<T, bool>) return x;
+        else if constexpr (std::is_same_v<T, int64_t> || std::is_same_v<T, double>) return x != 0;
+        else if constexpr (std::is_same_v<T, std::string>) return !x.empty();
+        else return !x->empty();
+      },
+      v);
+}
+
+namespace {
+std::string json_string(const std::string& s) {
+  return nlohmann::json(s).dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
+}
+
+// Python's json.dumps(x, ensure_ascii=False) layout: ", " and ": " separators.
+std::string to_json(const Value& v) {
+  return std::visit(
+      [&](auto&& x) -> std::string {
+        using T = std::decay_t<decltype(x)>;
+        if constexpr (std::is_same_v<T, Undefined> || std::is_same_v<T, std::nullptr_t>) return "null";
+        else if constexpr (std::is_same_v<T, bool>) return x ? "true" : "false";
+        else if constexpr (std::is_same_v<T, int64_t>) return std::to_string(x);
+        else if constexpr (std::is_same_v<T, double>) return nlohmann::json(x).dump();
+        else if constexpr (std::is_same_v<T, std::string>) return json_string(x);
+        else if constexpr (std::is_same_v<T, std::shared_ptr<List>>) {
+          std::string s = "[";
+          for (size_t i = 0; i < x->size(); ++i) s += (i ? ", " : "") + to_json((*x)[i]);
+          return s + "]";
+        } else {
+          std::string s = "{";
+          bool first = true;
+          for (auto& [k, e] : *x) {
+            s += (first ? "" : ", ") + json_string(k) + ": " + to_json(e);
+            first = false;
+          }
+          return s + "}";
+        }
+      },
+      v.v);
+}
+}  // namespace
+
+std::string Value::str() const {
+  return std::visit(
+      [&](auto&& x) -> std::string {
+        using T = std::decay_t<decltype(x)>;
+        if constexpr (std::is_same_v<T, Undefined>) return "";
+        else if constexpr (std::is_same_v<T, std::nullptr_t>) return "None";
+        else if constexpr (std::is_same_v<T, bool>) return x ? "True" : "False";
+        else if constexpr (std::is_same_v<T, int64_t>) return std::to_string(x);
+        else if constexpr (std::is_same_v<T, double>) {
+          std::string s = nlohmann::json(x).dump();
+          return s.find('.') == std::string::npos && s.find('e') == std::string::npos ? s + ".0" : s;
+        } else if constexpr (std::is_same_v<T, std::string>) return x;
+        else return to_json(*this);
+      },
+      v);
+}
+
+// ---- lexer --------------------------------------------------------------------------------
+
+namespace {
+struct Tok {
+  enum Kind { Name, Str, Int, Float, Op, End } kind;
+  std::string text;
+};
+
+std::vector<Tok> lex_expr(const std::string& s) {
+  std::vector<Tok> out;
+  size_t i = 0;
+  while (i < s.size()) {
+    const char c = s[i];
+    if (std::isspace(static_cast<unsigned char>(c))) { ++i; continue; }
+    if (std::isalpha(static_cast<unsigned char>(c)) || c == '_') {
+      size_t j = i;
+      while (j < s.size() && (std::isalnum(static_cast<unsigned char>(s[j])) || s[j] == '_')) ++j;
+      out.push_back({Tok::Name, s.substr(i, j - i)});
+      i = j;
+    } else if (std::isdigit(static_cast<unsigned char>(c))) {
+      size_t j = i;
+      bool flt = false;
+      while (j < s.size() && (std::isdigit(static_cast<unsigned char>(s[j])) || (s[j] == '.' && !flt))) flt |= s[j++] == '.';
+      out.push_back({flt ? Tok::Float : Tok::Int, s.substr(i, j - i)});
+      i = j;
+    } else if (c == '\'' || c == '"') {
+      std::string v;
+      size_t j = i + 1;
+      for (; j < s.size() && s[j] != c; ++j) {
+        if (s[j] == '\\' && j + 1 < s.size()) {
+          const char e = s[++j];
+          v += e == 'n' ? '\n' : e == 't' ? '\t' : e == 'r' ? '\r' : e;
+        } else {
+          v += s[j];
+        }
+      }
+      if (j >= s.size()) fail("chat template: unterminated string");
+      out.push_back({Tok::Str, v});
+      i = j + 1;
+    } else {
+      static const char* two[] = {"==", "!=", "<=", ">=", "//", "**"};
+      std::string op(1, c);
+      for (auto t : two)
+        if (s.compare(i, 2, t) == 0) op = t;
+      out.push_back({Tok::Op, op});
+      i += op.size();
+    }
+  }
+  out.push_back({Tok::End, ""});
+  return out;
+}
+}  // namespace
+
+// ---- expressions --------------------------------------------------------------------------
+
+struct Scope {
+  std::vector<Dict> frames;
+  Value get(const std::string& name) const {
+    for (auto it = frames.rbegin(); it != frames.rend(); ++it) {
+      auto f = it->find(name);
+      if (f != it->end()) return f->second;
+    }
+    return Value();
+  }
+};
+
+struct Expr {
+  virtual ~Expr() = default;
+  virtual Value eval(Scope& s) const = 0;
+};
+using ExprP = std::unique_ptr<Expr>;
+
+namespace {
+struct Lit : Expr {
+  Value v;
+  explicit Lit(Value x) : v(std::move(x)) {}
+  Value eval(Scope&) const override { return v; }
+};
+struct Var : Expr {
+  std::string name;
+  explicit Var(std::string n) : name(std::move(n)) {}
+  Value eval(Scope& s) const override { return s.get(name); }
+};
+struct ListLit : Expr {
+  std::vector<ExprP> items;
+  Value eval(Scope& s) const override {
+    auto l = std::make_shared<List>();
+    for (auto& e : items) l->push_back(e->eval(s));
+    return Value(l);
+  }
+};
+struct DictLit : Expr {
+  std::vector<std::pair<ExprP, ExprP>> items;
+  Value eval(Scope& s) const override {
+    auto d = std::make_shared<Dict>();
+    for (auto& [k, v] : items) (*d)[k->eval(s).str()] = v->eval(s);
+    return Value(d);
+  }
+};
+
+int64_t as_int(const Value& v) {
+  if (auto i = std::get_if<int64_t>(&v.v)) return *i;
+  if (auto d = std::get_if<double>(&v.v)) return int64_t(*d);
+  if (auto b = std::get_if<bool>(&v.v)) return *b;
+  fail("chat template: expected a number, got '{}'", v.str());
+}
+bool is_num(const Value& v) { return std::holds_alternative<int64_t>(v.v) || std::holds_alternative<double>(v.v); }
+double as_double(const Value& v) { return std::holds_alternative<double>(v.v) ? std::get<double>(v.v) : double(as_int(v)); }
+
+bool equal(const Value& a, const Value& b) {
+  if (is_num(a) && is_num(b)) return as_double(a) == as_double(b);
+  if (a.v.index() != b.v.index()) return (a.is_undefined() || std::holds_alternative<std::nullptr_t>(a.v)) &&
+                                         (b.is_undefined() || std::holds_alternative<std::nullptr_t>(b.v));
+  if (auto s = std::get_if<std::string>(&a.v)) return *s == std::get<std::string>(b.v);
+  if (auto x = std::get_if<bool>(&a.v)) return *x == std::get<bool>(b.v);
+  return to_json(a) == to_json(b);
+}
+
+size_t length(const Value& v) {
+  if (auto s = std::get_if<std::string>(&v.v)) return s->size();
+  if (auto l = std::get_if<std::shared_ptr<List>>(&v.v)) return (*l)->size();
+  if (auto d = std::get_if<std::shared_ptr<Dict>>(&v.v)) return (*d)->size();
+  fail("chat template: value has no length");
+}
+
+std::string strip_chars(std::string s, const std::string& chars, bool left, bool right) {
+  const std::string cs = chars.empty() ? " \t\n\r\f\v" : chars;
+  if (left) s.erase(0, std::min(s.size(), s.find_first_not_of(cs)));
+  if (right) {
+    const size_t e = s.find_last_not_of(cs);
+    s.erase(e == std::string::npos ? 0 : e + 1);
+  }
+  return s;
+}
+
+Value subscript(const Value& base, const Value& key) {
+  if (auto d = std::get_if<std::shared_ptr<Dict>>(&base.v)) {
+    auto it = (*d)->find(key.str());
+    return it == (*d)->end() ? Value() : it->second;
+  }
+  if (auto l = std::get_if<std::shared_ptr<List>>(&base.v)) {
+    int64_t i = as_int(key);
+    if (i < 0) i += int64_t((*l)->size());
+    return i >= 0 && i < int64_t((*l)->size()) ? (**l)[size_t(i)] : Value();
+  }
+  if (auto s = std::get_if<std::string>(&base.v)) {
+    int64_t i = as_int(key);
+    if (i < 0) i += int64_t(s->size());
+    return i >= 0 && i < int64_t(s->size()) ? Value(std::string(1, (*s)[size_t(i)])) : Value();
+  }
+  return Value();
+}
+
+struct Attr : Expr {
+  ExprP base;
+  std::string name;
+  Value eval(Scope& s) const override { return subscript(base->eval(s), Value(name)); }
+};
+struct Index : Expr {
+  ExprP base, key;
+  Value eval(Scope& s) const override { return subscript(base->eval(s), key->eval(s)); }
+};
+struct Slice : Expr {
+  ExprP base, start, stop, step;
+  Value eval(Scope& s) const override {
+    Value b = base->eval(s);
+    const int64_t st = step ? as_int(step->eval(s)) : 1;
+    if (st == 0) fail("chat template: slice step cannot be zero");
+    auto pick = [&](int64_t n, auto get) {
+      int64_t lo = start ? as_int(start->eval(s)) : (st > 0 ? 0 : n - 1);
+      int64_t hi = stop ? as_int(stop->eval(s)) : (st > 0 ? n : -n - 1);
+      if (lo < 0) lo += n;
+      if (hi < 0) hi += n;
+      for (int64_t i = lo; st > 0 ? i < std::min(hi, n) : i > std::max<int64_t>(hi, -1); i += st)
+        if (i >= 0 && i < n) get(i);
+    };
+    if (auto l = std::get_if<std::shared_ptr<List>>(&b.v)) {
+      auto out = std::make_shared<List>();
+      pick(int64_t((*l)->size()), [&](int64_t i) { out->push_back((**l)[size_t(i)]); });
+      return Value(out);
+    }
+    if (auto str = std::get_if<std::string>(&b.v)) {
+      std::string out;
+      pick(int64_t(str->size()), [&](int64_t i) { out += (*str)[size_t(i)]; });
+      return Value(out);
+    }
+    return Value();
+  }
+};
+
+struct Call : Expr {
+  ExprP callee;  // Attr (method) or Var (function)
+  std::vector<ExprP> args;
+  std::vector<std::pair<std::string, ExprP>> kwargs;
+  Value eval(Scope& s) const override {
+    std::vector<Value> a;
+    for (auto& e : args) a.push_back(e->eval(s));
+    auto arg = [&](size_t i) { return i < a.size() ? a[i] : Value(); };
+    if (auto* m = dynamic_cast<const Attr*>(callee.get())) {
+      Value self = m->base->eval(s);
+      const std::string& n = m->name;
+      if (auto str = std::get_if<std::string>(&self.v)) {
+        if (n == "startswith") return Value(str->rfind(arg(0).str(), 0) == 0);
+        if (n == "endswith") {
+          const std::string suf = arg(0).str();
+          return Value(str->size() >= suf.size() && str->compare(str->size() - suf.size(), suf.size(), suf) == 0);
+        }
+        if (n == "strip") return Value(strip_chars(*str, arg(0).is_undefined() ? "" : arg(0).str(), true, true));
+        if (n == "lstrip") return Value(strip_chars(*str, arg(0).is_undefined() ? "" : arg(0).str(), true, false));
+        if (n == "rstrip") return Value(strip_chars(*str, arg(0).is_undefined() ? "" : arg(0).str(), false, true));
+        if (n == "upper" || n == "lower") {
+          std::string o = *str;
+          for (auto& ch : o) ch = char(n == "upper" ? std::toupper(static_cast<unsigned char>(ch)) : std::tolower(static_cast<unsigned char>(ch)));
+          return Value(o);
+        }
+        if (n == "replace") {
+          std::string o = *str, from = arg(0).str(), to = arg(1).str();
+          for (size_t p = 0; !from.empty() && (p = o.find(from, p)) != std::string::npos; p += to.size()) o.replace(p, from.size(), to);
+          return Value(o);
+        }
+        if (n == "split") {
+          auto l = std::make_shared<List>();
+          const std::string sep = arg(0).is_undefined() ? "" : arg(0).str();
+          if (sep.empty()) {
+            size_t p = 0;
+            while (true) {
+              p = str->find_first_not_of(" \t\n\r", p);
+              if (p == std::string::npos) break;
+              size_t e = str->find_first_of(" \t\n\r", p);
+              l->push_back(Value(str->substr(p, e - p)));
+              if (e == std::string::npos) break;
+              p = e;
+            }
+          } else {
+            size_t p = 0, e;
+            while ((e = str->find(sep, p)) != std::string::npos) {
+              l->push_back(Value(str->substr(p, e - p)));
+              p = e + sep.size();
+            }
+            l->push_back(Value(str->substr(p)));
+          }
+          return Value(l);
+        }
+      }
+      if (auto d = std::get_if<std::shared_ptr<Dict>>(&self.v)) {
+        if (n == "get") {
+          auto it = (*d)->find(arg(0).str());
+          return it == (*d)->end() ? (a.size() > 1 ? a[1] : Value(nullptr)) : it->second;
+        }
+        if (n == "items" || n == "keys" || n == "values") {
+          auto l = std::make_shared<List>();
+          for (auto& [k, v] : **d) {
+            if (n == "keys") l->push_back(Value(k));
+            else if (n == "values") l->push_back(v);
+            else l->push_back(Value(std::make_shared<List>(List{Value(k), v})));
+          }
+          return Value(l);
+        }
+      }
+      fail("chat template: unknown method '{}'", n);
+    }
+    const std::string fn = dynamic_cast<const Var*>(callee.get()) ? static_cast<const Var*>(callee.get())->name : "";
+    if (fn == "namespace") {
+      auto d = std::make_shared<Dict>();
+      for (auto& [k, e] : kwargs) (*d)[k] = e->eval(s);
+      return Value(d);
+    }
+    if (fn == "range") {
+      auto l = std::make_shared<List>();
+      const int64_t lo = a.size() > 1 ? as_int(a[0]) : 0, hi = as_int(a.size() > 1 ? a[1] : arg(0));
+      for (int64_t i = lo; i < hi; ++i) l->push_back(Value(i));
+      return Value(l);
+    }
+    if (fn == "raise_exception") fail("chat template: {}", arg(0).str());
+    fail("chat template: unknown function '{}'", fn);
+  }
+};
+
+struct Unary : Expr {
+  std::string op;
+  ExprP e;
+  Value eval(Scope& s) const override {
+    Value v = e->eval(s);
+    if (op == "not") return Value(!v.truthy());
+    if (std::holds_alternative<double>(v.v)) return Value(-std::get<double>(v.v));
+    return Value(-as_int(v));
+  }
+};
+
+struct Binary : Expr {
+  std::string op;
+  ExprP l, r;
+  Value eval(Scope& s) const override {
+    if (op == "and") {
+      Value a = l->eval(s);
+      return a.truthy() ? r->eval(s) : a;
+    }
+    if (op == "or") {
+      Value a = l->eval(s);
+      return a.truthy() ? a : r->eval(s);
+    }
+    Value a = l->eval(s), b = r->eval(s);
+    if (op == "~") return Value(a.str() + b.str());
+    if (op == "==") return Value(equal(a, b));
+    if (op == "!=") return Value(!equal(a, b));
+    if (op == "in" || op == "not in") {
+      bool found = false;
+      if (auto str = std::get_if<std::string>(&b.v)) found = str->find(a.str()) != std::string::npos;
+      else if (auto lst = std::get_if<std::shared_ptr<List>>(&b.v))
+        found = std::any_of((*lst)->begin(), (*lst)->end(), [&](const Value& x) { return equal(x, a); });
+      else if (auto d = std::get_if<std::shared_ptr<Dict>>(&b.v)) found = (*d)->count(a.str()) != 0;
+      return Value(op == "in" ? found : !found);
+    }
+    if (op == "+") {
+      if (std::holds_alternative<std::string>(a.v) || std::holds_alternative<std::string>(b.v)) {
+        if (!std::holds_alternative<std::string>(a.v) || !std::holds_alternative<std::string>(b.v))
+          fail("chat template: cannot add '{}' and '{}'", a.str(), b.str());
+        return Value(a.str() + b.str());
+      }
+      if (auto la = std::get_if<std::shared_ptr<List>>(&a.v)) {
+        auto out = std::make_shared<List>(**la);
+        auto lb = std::get<std::shared_ptr<List>>(b.v);
+        out->insert(out->end(), lb->begin(), lb->end());
+        return Value(out);
+      }
+    }
+    if (op == "<" || op == ">" || op == "<=" || op == ">=") {
+      int c;
+      if (std::holds_alternative<std::string>(a.v)) c = a.str().compare(b.str());
+      else c = as_double(a) < as_double(b) ? -1 : as_double(a) > as_double(b) ? 1 : 0;
+      return Value(op == "<" ? c < 0 : op == ">" ? c > 0 : op == "<=" ? c <= 0 : c >= 0);
+    }
+    const bool flt = std::holds_alternative<double>(a.v) || std::holds_alternative<double>(b.v) || op == "/";
+    if (flt) {
+      const double x = as_double(a), y = as_double(b);
+      if (op == "+") return Value(x + y);
+      if (op == "-") return Value(x - y);
+      if (op == "*") return Value(x * y);
+      if (op == "/") return Value(x / y);
+      if (op == "%") return Value(std::fmod(x, y));
+      if (op == "//") return Value(std::floor(x / y));
+    }
+    const int64_t x = as_int(a), y = as_int(b);
+    if (op == "+") return Value(x + y);
+    if (op == "-") return Value(x - y);
+    if (op == "*") {
+      if (auto str = std::get_if<std::string>(&a.v)) {
+        std::string o;
+        for (int64_t i = 0; i < y; ++i) o += *str;
+        return Value(o);
+      }
+      return Value(x * y);
+    }
+    if (y == 0) fail("chat template: division by zero");
+    if (op == "%") return Value(x % y);
+    if (op == "//") return Value(x / y);
+    fail("chat template: unknown operator '{}'", op);
+  }
+};
+
+struct Conditional : Expr {
+  ExprP cond, yes, no;
+  Value eval(Scope& s) const override { return cond->eval(s).truthy() ? yes->eval(s) : (no ? no->eval(s) : Value()); }
+};
+
+struct Filter : Expr {
+  ExprP base;
+  std::string name;
+  std::vector<ExprP> args;
+  Value eval(Scope& s) const override {
+    Value v = base->eval(s);
+    if (name == "trim") return Value(strip_chars(v.str(), "", true, true));
+    if (name == "length" || name == "count") return Value(int64_t(length(v)));
+    if (name == "tojson") return Value(to_json(v));
+    if (name == "string") return Value(v.str());
+    if (name == "upper" || name == "lower") {
+      std::string o = v.str();
+      for (auto& ch : o) ch = char(name == "upper" ? std::toupper(static_cast<unsigned char>(ch)) : std::tolower(static_cast<unsigned char>(ch)));
+      return Value(o);
+    }
+    if (name == "default" || name == "d") return v.is_undefined() ? (args.empty() ? Value("") : args[0]->eval(s)) : v;
+    if (name == "first" || name == "last") {
+      auto l = std::get_if<std::shared_ptr<List>>(&v.v);
+      if (!l || (*l)->empty()) return Value();
+      return name == "first" ? (*l)->front() : (*l)->back();
+    }
+    if (name == "join") {
+      auto l = std::get_if<std::shared_ptr<List>>(&v.v);
+      std::string sep = args.empty() ? "" : args[0]->eval(s).str(), o;
+      if (l)
+        for (size_t i = 0; i < (*l)->size(); ++i) o += (i ? sep : "") + (**l)[i].str();
+      return Value(o);
+    }
+    if (name == "int") return Value(std::holds_alternative<std::string>(v.v) ? int64_t(std::atoll(v.str().c_str())) : as_int(v));
+    if (name == "list") return v;
+    fail("chat template: unknown filter '{}'", name);
+  }
+};
+
+struct Test : Expr {
+  ExprP base;
+  std::string name;
+  bool negate = false;
+  Value eval(Scope& s) const override {
+    Value v = base->eval(s);
+    bool r;
+    if (name == "defined") r = !v.is_undefined();
+    else if (name == "undefined") r = v.is_undefined();
+    else if (name == "none") r = std::holds_alternative<std::nullptr_t>(v.v);
+    else if (name == "string") r = std::holds_alternative<std::string>(v.v);
+    else if (name == "number") r = is_num(v);
+    else if (name == "boolean") r = std::holds_alternative<bool>(v.v);
+    else if (name == "true") r = std::holds_alternative<bool>(v.v) && std::get<bool>(v.v);
+    else if (name == "false") r = std::holds_alternative<bool>(v.v) && !std::get<bool>(v.v);
+    else if (name == "mapping") r = std::holds_alternative<std::shared_ptr<Dict>>(v.v);
+    else if (name == "sequence" || name == "iterable")
+      r = std::holds_alternative<std::shared_ptr<List>>(v.v) || std::holds_alternative<std::string>(v.v);
+    else fail("chat template: unknown test '{}'", name);
+    return Value(negate ? !r : r);
+  }
+};
+
+class Parser {
+ public:
+  explicit Parser(const std::string& src) : t_(lex_expr(src)) {}
+  ExprP parse() {
+    ExprP e = expr();
+    if (peek().kind != Tok::End) fail("chat template: unexpected '{}'", peek().text);
+    return e;
+  }
+  const Tok& peek(size_t o = 0) const { return t_[std::min(p_ + o, t_.size() - 1)]; }
+  bool is(const char* s, size_t o = 0) const { return (peek(o).kind == Tok::Op || peek(o).kind == Tok::Name) && peek(o).text == s; }
+  bool accept(const char* s) {
+    if (!is(s)) return false;
+    ++p_;
+    return true;
+  }
+  void expect(const char* s) {
+    if (!accept(s)) fail("chat template: expected '{}' but found '{}'", s, peek().text);
+  }
+  std::string name() {
+    if (peek().kind != Tok::Name) fail("chat template: expected a name, found '{}'", peek().text);
+    return t_[p_++].text;
+  }
+  bool done() const { return peek().kind == Tok::End; }
+
+  ExprP expr() {
+    ExprP e = or_expr();
+    if (is("if")) {
+      ++p_;
+      auto c = std::make_unique<Conditional>();
+      c->yes = std::move(e);
+      c->cond = or_expr();
+      if (accept("else")) c->no = expr();
+      return c;
+    }
+    return e;
+  }
+
+ private:
+  ExprP bin(ExprP l, const std::string& op, ExprP r) {
+    auto b = std::make_unique<Binary>();
+    b->op = op;
+    b->l = std::move(l);
+    b->r = std::move(r);
+    return b;
+  }
+  ExprP or_expr() {
+    ExprP e = and_expr();
+    while (accept("or")) e = bin(std::move(e), "or", and_expr());
+    return e;
+  }
+  ExprP and_expr() {
+    ExprP e = not_expr();
+    while (accept("and")) e = bin(std::move(e), "and", not_expr());
+    return e;
+  }
+  ExprP not_expr() {
+    if (accept("not")) {
+      auto u = std::make_unique<Unary>();
+      u->op = "not";
+      u->e = not_expr();
+      return u;
+    }
+    return compare();
+  }
+  ExprP compare() {
+    ExprP e = concat();
+    for (;;) {
+      if (is("not") && is("in", 1)) {
+        p_ += 2;
+        e = bin(std::move(e), "not in", concat());
+        continue;
+      }
+      bool matched = false;
+      for (const char* op : {"==", "!=", "<=", ">=", "<", ">", "in"})
+        if (accept(op)) {
+          e = bin(std::move(e), op, concat());
+          matched = true;
+          break;
+        }
+      if (!matched) return e;
+    }
+  }
+  ExprP concat() {
+    ExprP e = math1();
+    while (accept("~")) e = bin(std::move(e), "~", math1());
+    return e;
+  }
+  ExprP math1() {
+    ExprP e = math2();
+    while (is("+") || is("-")) {
+      const std::string op = t_[p_++].text;
+      e = bin(std::move(e), op, math2());
+    }
+    return e;
+  }
+  ExprP math2() {
+    ExprP e = unary();
+    while (is("*") || is("/") || is("//") || is("%")) {
+      const std::string op = t_[p_++].text;
+      e = bin(std::move(e), op, unary());
+    }
+    return e;
+  }
+  ExprP unary() {
+    if (accept("-")) {
+      auto u = std::make_unique<Unary>();
+      u->op = "-";
+      u->e = unary();
+      return u;
+    }
+    ExprP e = postfix();
+    while (accept("|")) {
+      auto f = std::make_unique<Filter>();
+      f->base = std::move(e);
+      f->name = name();
+      if (accept("(")) {
+        while (!accept(")")) {
+          f->args.push_back(expr());
+          accept(",");
+        }
+      }
+      e = std::move(f);
+    }
+    if (accept("is")) {
+      auto t = std::make_unique<Test>();
+      t->base = std::move(e);
+      t->negate = accept("not");
+      t->name = name();
+      e = std::move(t);
+    }
+    return e;
+  }
+  ExprP postfix() {
+    ExprP e = primary();
+    for (;;) {
+      if (accept(".")) {
+        auto a = std::make_unique<Attr>();
+        a->base = std::move(e);
+        a->name = name();
+        e = std::move(a);
+      } else if (accept("[")) {
+        ExprP start, stop, step;
+        if (!is(":")) start = expr();
+        if (accept(":")) {
+          if (!is(":") && !is("]")) stop = expr();
+          if (accept(":") && !is("]")) step = expr();
+          expect("]");
+          auto sl = std::make_unique<Slice>();
+          sl->base = std::move(e);
+          sl->start = std::move(start);
+          sl->stop = std::move(stop);
+          sl->step = std::move(step);
+          e = std::move(sl);
+        } else {
+          expect("]");
+          auto ix = std::make_unique<Index>();
+          ix->base = std::move(e);
+          ix->key = std::move(start);
+          e = std::move(ix);
+        }
+      } else if (accept("(")) {
+        auto c = std::make_unique<Call>();
+        c->callee = std::move(e);
+        while (!accept(")")) {
+          if (peek().kind == Tok::Name && is("=", 1)) {
+            std::string k = name();
+            expect("=");
+            c->kwargs.emplace_back(k, expr());
+          } else {
+            c->args.push_back(expr());
+          }
+          accept(",");
+        }
+        e = std::move(c);
+      } else {
+        return e;
+      }
+    }
+  }
+  ExprP primary() {
+    const Tok& t = peek();
+    if (t.kind == Tok::Str) {
+      ++p_;
+      std::string s = t.text;
+      while (peek().kind == Tok::Str) s += t_[p_++].text;  // adjacent literals concatenate
+      return std::make_unique<Lit>(Value(s));
+    }
+    if (t.kind == Tok::Int) { ++p_; return std::make_unique<Lit>(Value(int64_t(std::stoll(t.text)))); }
+    if (t.kind == Tok::Float) { ++p_; return std::make_unique<Lit>(Value(std::stod(t.text))); }
+    if (accept("(")) {
+      ExprP e = expr();
+      expect(")");
+      return e;
+    }
+    if (accept("[")) {
+      auto l = std::make_unique<ListLit>();
+      while (!accept("]")) {
+        l->items.push_back(expr());
+        accept(",");
+      }
+      return l;
+    }
+    if (accept("{")) {
+      auto d = std::make_unique<DictLit>();
+      while (!accept("}")) {
+        ExprP k = expr();
+        expect(":");
+        d->items.emplace_back(std::move(k), expr());
+        accept(",");
+      }
+      return d;
+    }
+    if (t.kind == Tok::Name) {
+      ++p_;
+      if (t.text == "true" || t.text == "True") return std::make_unique<Lit>(Value(true));
+      if (t.text == "false" || t.text == "False") return std::make_unique<Lit>(Value(false));
+      if (t.text == "none" || t.text == "None") return std::make_unique<Lit>(Value(nullptr));
+      return std::make_unique<Var>(t.text);
+    }
+    fail("chat template: unexpected '{}'", t.text);
+  }
+
+  std::vector<Tok> t_;
+  size_t p_ = 0;
+};
+}  // namespace
+
+// ---- statements ---------------------------------------------------------------------------
+
+struct Node {
+  virtual ~Node() = default;
+  virtual void render(Scope& s, std::string& out) const = 0;
+};
+
+namespace {
+using Body = std::vector<std::unique_ptr<Node>>;
+void render_body(const Body& b, Scope& s, std::string& out) {
+  for (auto& n : b) n->render(s, out);
+}
+
+struct TextNode : Node {
+  std::string text;
+  void render(Scope&, std::string& out) const override { out += text; }
+};
+struct OutputNode : Node {
+  ExprP e;
+  void render(Scope& s, std::string& out) const override { out += e->eval(s).str(); }
+};
+struct IfNode : Node {
+  std::vector<std::pair<ExprP, Body>> branches;  // null condition = else
+  void render(Scope& s, std::string& out) const override {
+    for (auto& [c, b] : branches)
+      if (!c || c->eval(s).truthy()) {
+        render_body(b, s, out);
+        return;
+      }
+  }
+};
+struct SetNode : Node {
+  std::string target, attr;  // attr set: `set ns.attr = ...`
+  ExprP e;
+  void render(Scope& s, std::string&) const override {
+    Value v = e->eval(s);
+    if (attr.empty()) {
+      s.frames.back()[target] = v;
+      return;
+    }
+    Value obj = s.get(target);
+    auto d = std::get_if<std::shared_ptr<Dict>>(&obj.v);
+    if (!d) fail("chat template: cannot set attribute '{}' on '{}'", attr, target);
+    (**d)[attr] = v;
+  }
+};
+struct ForNode : Node {
+  std::vector<std::string> vars;
+  ExprP iter;
+  ExprP filter;
+  Body body, else_body;
+  void render(Scope& s, std::string& out) const override {
+    Value it = iter->eval(s);
+    List items;
+    if (auto l = std::get_if<std::shared_ptr<List>>(&it.v)) items = **l;
+    else if (auto d = std::get_if<std::shared_ptr<Dict>>(&it.v))
+      for (auto& [k, v] : **d) items.push_back(Value(k));
+    else if (auto str = std::get_if<std::string>(&it.v))
+      for (char c : *str) items.push_back(Value(std::string(1, c)));
+    if (filter) {
+      List kept;
+      for (auto& x : items) {
+        s.frames.push_back({});
+        s.frames.back()[vars[0]] = x;
+        if (filter->eval(s).truthy()) kept.push_back(x);
+        s.frames.pop_back();
+      }
+      items.swap(kept);
+    }
+    if (items.empty()) {
+      render_body(else_body, s, out);
+      return;
+    }
+    const int64_t n = int64_t(items.size());
+    for (int64_t i = 0; i < n; ++i) {
+      s.frames.push_back({});
+      auto loop = std::make_shared<Dict>();
+      (*loop)["index0"] = Value(i);
+      (*loop)["index"] = Value(i + 1);
+      (*loop)["revindex"] = Value(n - i);
+      (*loop)["revindex0"] = Value(n - i - 1);
+      (*loop)["first"] = Value(i == 0);
+      (*loop)["last"] = Value(i == n - 1);
+      (*loop)["length"] = Value(n);
+      s.frames.back()["loop"] = Value(loop);
+      const Value& x = items[size_t(i)];
+      if (vars.size() == 1) {
+        s.frames.back()[vars[0]] = x;
+      } else {
+        auto l = std::get_if<std::shared_ptr<List>>(&x.v);
+        for (size_t v = 0; v < vars.size(); ++v) s.frames.back()[vars[v]] = l && v < (*l)->size() ? (**l)[v] : Value();
+      }
+      render_body(body, s, out);
+      s.frames.pop_back();
+    }
+  }
+};
+
+struct Segment {
+  enum Kind { Text, Output, Stmt } kind;
+  std::string text;
+};
+
+// Splits the source into text, {{ }} and {% %} segments, applying whitespace control and
+// Hugging Face's trim_blocks / lstrip_blocks.
+std::vector<Segment> segment(const std::string& src) {
+  std::vector<Segment> out;
+  size_t i = 0;
+  bool strip_next = false, after_block = false;
+  while (i < src.size()) {
+    size_t open = src.find('{', i);
+    while (open != std::string::npos && open + 1 < src.size() && src[open + 1] != '{' && src[open + 1] != '%' && src[open + 1] != '#')
+      open = src.find('{', open + 1);
+    std::string text = src.substr(i, open == std::string::npos ? std::string::npos : open - i);
+    if (after_block && !text.empty() && text[0] == '\n') text.erase(0, 1);  // trim_blocks
+    if (strip_next) text = strip_chars(text, "", true, false);
+    after_block = strip_next = false;
+    if (open == std::string::npos || open + 1 >= src.size()) {
+      out.push_back({Segment::Text, text});
+      break;
+    }
+    const char kind = src[open + 1];
+    const bool strip_before = open + 2 < src.size() && src[open + 2] == '-';
+    if (strip_before) text = strip_chars(text, "", false, true);
+    else if (kind == '%' || kind == '#') {  // lstrip_blocks: drop indentation before a block tag
+      const size_t nl = text.find_last_of('\n');
+      const std::string tail = text.substr(nl == std::string::npos ? 0 : nl + 1);
+      if (tail.find_first_not_of(" \t") == std::string::npos) text.erase(text.size() - tail.size());
+    }
+    out.push_back({Segment::Text, text});
+    const std::string close = kind == '{' ? "}}" : kind == '%' ? "%}" : "#}";
+    const size_t end = src.find(close, open + 2);
+    if (end == std::string::npos) fail("chat template: unclosed '{}{}'", '{', kind);
+    size_t body_start = open + 2 + (strip_before ? 1 : 0), body_end = end;
+    if (body_end > body_start && src[body_end - 1] == '-') {
+      strip_next = true;
+      --body_end;
+    }
+    const std::string body = src.substr(body_start, body_end - body_start);
+    if (kind == '{') out.push_back({Segment::Output, body});
+    else if (kind == '%') {
+      out.push_back({Segment::Stmt, body});
+      after_block = true;
+    } else {
+      after_block = true;
+    }
+    i = end + 2;
+  }
+  return out;
+}
+
+class StatementParser {
+ public:
+  explicit StatementParser(std::vector<Segment> segs) : s_(std::move(segs)) {}
+  Body parse_all() {
+    Body b = parse_until({});
+    if (pos_ < s_.size()) fail("chat template: unexpected '{{% {} %}}'", s_[pos_].text);
+    return b;
+  }
+
+ private:
+  static std::string keyword(const std::string& stmt) {
+    Parser p(stmt);
+    return p.peek().kind == Tok::Name ? p.peek().text : "";
+  }
+  Body parse_until(const std::vector<std::string>& ends) {
+    Body body;
+    while (pos_ < s_.size()) {
+      const Segment& seg = s_[pos_];
+      if (seg.kind == Segment::Text) {
+        if (!seg.text.empty()) {
+          auto t = std::make_unique<TextNode>();
+          t->text = seg.text;
+          body.push_back(std::move(t));
+        }
+        ++pos_;
+        continue;
+      }
+      if (seg.kind == Segment::Output) {
+        auto o = std::make_unique<OutputNode>();
+        o->e = Parser(seg.text).parse();
+        body.push_back(std::move(o));
+        ++pos_;
+        continue;
+      }
+      const std::string kw = keyword(seg.text);
+      if (std::find(ends.begin(), ends.end(), kw) != ends.end()) return body;
+      ++pos_;
+      Parser p(seg.text);
+      p.name();
+      if (kw == "if") {
+        auto n = std::make_unique<IfNode>();
+        ExprP cond = p.expr();
+        for (;;) {
+          Body b = parse_until({"elif", "else", "endif"});
+          n->branches.emplace_back(std::move(cond), std::move(b));
+          if (pos_ >= s_.size()) fail("chat template: missing endif");
+          Parser q(s_[pos_++].text);
+          const std::string k = q.name();
+          if (k == "endif") break;
+          if (k == "elif") cond = q.expr();
+          else {
+            n->branches.emplace_back(nullptr, parse_until({"endif"}));
+            if (pos_ >= s_.size()) fail("chat template: missing endif");
+            ++pos_;
+            break;
+          }
+        }
+        body.push_back(std::move(n));
+      } else if (kw == "for") {
+        auto n = std::make_unique<ForNode>();
+        n->vars.push_back(p.name());
+        while (p.accept(",")) n->vars.push_back(p.name());
+        p.expect("in");
+        n->iter = p.expr();
+        if (p.accept("if")) n->filter = p.expr();
+        n->body = parse_until({"else", "endfor"});
+        if (pos_ >= s_.size()) fail("chat template: missing endfor");
+        if (keyword(s_[pos_++].text) == "else") {
+          n->else_body = parse_until({"endfor"});
+          if (pos_ >= s_.size()) fail("chat template: missing endfor");
+          ++pos_;
+        }
+        body.push_back(std::move(n));
+      } else if (kw == "set") {
+        auto n = std::make_unique<SetNode>();
+        n->target = p.name();
+        if (p.accept(".")) n->attr = p.name();
+        p.expect("=");
+        n->e = p.expr();
+        body.push_back(std::move(n));
+      } else {
+        fail("chat template: unsupported statement '{}'", kw);
+      }
+    }
+    if (!ends.empty()) fail("chat template: missing '{}'", ends.back());
+    return body;
+  }
+
+  std::vector<Segment> s_;
+  size_t pos_ = 0;
+};
+}  // namespace
+
+Template::Template(const std::string& source) : body_(StatementParser(segment(source)).parse_all()) {}
+Template::~Template() = default;
+
+std::string Template::render(const Dict& globals) const {
+  Scope s;
+  s.frames.push_back(globals);
+  s.frames.push_back({});
+  std::string out;
+  render_body(body_, s, out);
+  return out;
+}
+
+}  // namespace eaglet::jinja

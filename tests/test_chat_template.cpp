@@ -1,0 +1,83 @@
+// eaglet's Jinja subset against real Jinja2 (python3-jinja2, with Hugging Face's settings) on
+// the Llama 3 and Qwen3 chat templates and on constructs those templates use.
+#include <gtest/gtest.h>
+
+#include <nlohmann/json.hpp>
+
+#include "core/error.h"
+#include "io/mapped_file.h"
+#include "support/test_util.h"
+#include "tokenizer/chat_template.h"
+
+namespace eaglet {
+namespace {
+
+bool jinja2_available() {
+  static const bool ok = test::run_command("/usr/bin/python3 -c 'import jinja2' 2>/dev/null").exit_code == 0;
+  return ok;
+}
+
+void expect_same_as_jinja2(const std::string& tmpl, const nlohmann::json& ctx) {
+  test::TempDir d;
+  test::write_text(d.file("t.jinja"), tmpl);
+  test::write_text(d.file("c.json"), ctx.dump());
+  auto ref = test::run_command("/usr/bin/python3 " + test::source_dir() + "/tests/reference/render_template.py " +
+                               d.file("t.jinja") + " " + d.file("c.json"));
+  ASSERT_EQ(ref.exit_code, 0) << ref.output;
+  EXPECT_EQ(ChatTemplate(tmpl).render(ctx), ref.output) << "context: " << ctx.dump();
+}
+
+std::vector<nlohmann::json> conversations() {
+  using nlohmann::json;
+  return {
+      {{"messages", json::array({{{"role", "user"}, {"content", "Hi there!"}}})}, {"add_generation_prompt", true}},
+      {{"messages", json::array({{{"role", "system"}, {"content", "  Be brief.  "}},
+                                 {{"role", "user"}, {"content", "What is 2+2?"}},
+                                 {{"role", "assistant"}, {"content", "<think>\nadd\n</think>\n\n4"}},
+                                 {{"role", "user"}, {"content", "And 3+3?\n"}}})},
+       {"add_generation_prompt", true}},
+      {{"messages", json::array({{{"role", "user"}, {"content", "x"}}, {{"role", "assistant"}, {"content", "y"}}})},
+       {"add_generation_prompt", false}},
+      {{"messages", json::array({{{"role", "user"}, {"content", "think?"}}})}, {"add_generation_prompt", true},
+       {"enable_thinking", false}},
+  };
+}
+
+TEST(ChatTemplate, Llama3AndQwen3MatchJinja2) {
+  EAGLET_REQUIRE_SHARED();
+  if (!jinja2_available()) GTEST_SKIP() << "needs /usr/bin/python3 with jinja2 (apt: python3-jinja2)";
+  for (const char* f : {"llama3_tokenizer_config.json", "qwen3_tokenizer_config.json"}) {
+    auto cfg = nlohmann::json::parse(read_text_file(test::shared_dir() + "/tokenizers/hf/" + f));
+    for (auto ctx : conversations()) {
+      ctx["bos_token"] = "<|begin_of_text|>";
+      expect_same_as_jinja2(cfg["chat_template"].get<std::string>(), ctx);
+    }
+  }
+}
+
+TEST(ChatTemplate, ExpressionsAndStatementsMatchJinja2) {
+  if (!jinja2_available()) GTEST_SKIP() << "needs /usr/bin/python3 with jinja2 (apt: python3-jinja2)";
+  const nlohmann::json ctx = {{"xs", {3, 1, 2}}, {"s", "  Hello, World  "}, {"d", {{"a", 1}, {"b", "two"}}}, {"flag", false}};
+  for (std::string t : {
+           "{{ xs|length }} {{ xs[0] + xs[-1] }} {{ xs[::-1] }} {{ xs[1:] }} {{ 7 // 2 }} {{ 7 % 3 }} {{ 2 * 3 - 1 }}",
+           "{{ s|trim }}|{{ s.strip() }}|{{ s.lstrip() }}|{{ s.rstrip() }}|{{ s.split(',')[1] }}|{{ s.upper() }}",
+           "{% for x in xs %}{{ loop.index }}:{{ x }}{% if not loop.last %}, {% endif %}{% endfor %}",
+           "{% for k, v in d.items() %}{{ k }}={{ v }};{% endfor %}{{ d|tojson }}",
+           "{% set ns = namespace(n=0) %}{% for x in xs %}{% set ns.n = ns.n + x %}{% endfor %}{{ ns.n }}",
+           "{% if flag is false %}F{% elif flag %}T{% else %}?{% endif %}{{ 'y' if d.a == 1 else 'n' }}",
+           "{{ missing is defined }} {{ d.c is none }} {{ 'ell' in s }} {{ 4 not in xs }} {{ s is string }}",
+           "  {%- for x in xs -%}\n  [{{ x }}]\n  {%- endfor %}\n{% if true %}\n  indented\n{% endif %}\nend",
+           "{{ \"a\" ~ 1 ~ 'b' }} {{ xs|join('-') }} {{ (1 + 2) * 3 }} {{ -xs[0] }}{# comment #}",
+       })
+    expect_same_as_jinja2(t, ctx);
+}
+
+TEST(ChatTemplate, SyntaxErrorsAreClear) {
+  EXPECT_THROW(ChatTemplate("{% for x in xs %}no end"), Error);
+  EXPECT_THROW(ChatTemplate("{{ 'unterminated }}"), Error);
+  EXPECT_THROW(ChatTemplate("{% macro m() %}{% endmacro %}"), Error);
+  EXPECT_THROW(ChatTemplate("{{ raise_exception('bad role') }}").render(nlohmann::json::object()), Error);
+}
+
+}  // namespace
+}  // namespace eaglet
