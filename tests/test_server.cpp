@@ -236,3 +236,30 @@ TEST_F(ServerTest, OfficialOpenAiNodeSdk) {
 
 }  // namespace
 }  // namespace eaglet
+
+namespace eaglet {
+namespace {
+
+TEST(LoadTest, ReportsLatencyAndThroughputPerConcurrency) {
+  if (test::shared_dir().empty()) GTEST_SKIP() << "../shared is not present; uses stories260K";
+  test::ServerProcess s("-m " + test::shared_dir() + "/models/stories260K-hf --spec-method ngram");
+  ASSERT_TRUE(s.ready());
+  test::TempDir d;
+  auto r = test::run_command(test::eaglet_binary() + " loadtest --port " + std::to_string(s.port()) +
+                             " --concurrency 1,3 --requests 6 --max-tokens 8 --json " + d.file("out.json") + " 2>&1");
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  auto j = json::parse(read_text_file(d.file("out.json")));
+  ASSERT_EQ(j.size(), 2u);
+  for (auto& level : j) {
+    EXPECT_EQ(level["requests"], 6);
+    EXPECT_EQ(level["failed"], 0);
+    EXPECT_GT(level["output_tokens_per_second"].get<double>(), 0);
+    EXPECT_LE(level["ttft_p50_s"].get<double>(), level["ttft_p99_s"].get<double>());
+  }
+  r = test::run_command(test::eaglet_binary() + " loadtest --host 10.0.0.1 2>&1");
+  EXPECT_NE(r.exit_code, 0);
+  EXPECT_NE(r.output.find("loopback"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace eaglet

@@ -44,6 +44,7 @@ int main(int argc, char** argv) {
   eaglet::cli::add_infer_worker(app);
   eaglet::cli::add_demo(app);
   eaglet::cli::add_serve(app);
+  eaglet::cli::add_loadtest(app);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

@@ -2,6 +2,7 @@
 
 #include <spdlog/spdlog.h>
 
+#include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
 #include <set>
@@ -16,9 +17,17 @@
 namespace eaglet {
 
 namespace {
+// Drops a line cut short by an interrupted run, so appended lines start on a fresh line.
+void drop_partial_line(const std::string& path) {
+  const std::string data = read_text_file(path);
+  const size_t keep = data.empty() || data.back() == '\n' ? data.size() : data.find_last_of('\n') + 1;
+  if (keep != data.size()) std::filesystem::resize_file(path, keep);
+}
+
 std::set<int64_t> finished_indices(const std::string& path) {
   std::set<int64_t> done;
   if (!file_exists(path)) return done;
+  drop_partial_line(path);
   std::ifstream in(path);
   std::string line;
   while (std::getline(in, line)) {

@@ -1,0 +1,137 @@
+// `eaglet loadtest`: a bounded load benchmark against a running `eaglet serve` (loopback only):
+// streaming completions at each concurrency level, reporting output tokens/s and p50/p99 of
+// time-to-first-token and inter-token latency.
+#include <httplib.h>
+#include <spdlog/spdlog.h>
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <fstream>
+#include <mutex>
+#include <nlohmann/json.hpp>
+#include <thread>
+
+#include "cli/commands.h"
+#include "core/error.h"
+#include "engine/prompt_dataset.h"
+
+namespace eaglet::cli {
+
+namespace {
+using clock_type = std::chrono::steady_clock;
+
+struct LoadOptions {
+  std::string host = "127.0.0.1";
+  int port = 8000;
+  std::string api_key, dataset, json_out;
+  std::vector<int> concurrency = {1, 4, 16};
+  int requests = 32;        // per concurrency level
+  int max_tokens = 64;
+  double time_limit_s = 120;  // per level
+  float temperature = 0;
+};
+
+double percentile(std::vector<double> v, double p) {
+  if (v.empty()) return 0;
+  std::sort(v.begin(), v.end());
+  return v[std::min(v.size() - 1, size_t(p * double(v.size() - 1) + 0.5))];
+}
+
+void run_load(const LoadOptions& o) {
+  EAGLET_CHECK(o.host == "127.0.0.1" || o.host == "localhost" || o.host == "::1",
+               "loadtest only targets this machine's loopback addresses (got {})", o.host);
+  std::vector<std::string> prompts = o.dataset.empty() ? std::vector<std::string>{"Once upon a time", "Lily and Tom went",
+                                                                                  "The little dog", "One day, a girl"}
+                                                       : load_prompts(o.dataset, 256);
+  nlohmann::json report = nlohmann::json::array();
+  std::printf("%11s %9s %12s %10s %10s %10s %10s\n", "concurrency", "requests", "output tok/s", "TTFT p50", "TTFT p99",
+              "ITL p50", "ITL p99");
+  for (int conc : o.concurrency) {
+    std::atomic<int> next{0};
+    std::mutex mu;
+    std::vector<double> ttft, itl;
+    int64_t tokens = 0;
+    int failures = 0;
+    const auto t0 = clock_type::now();
+    auto worker = [&] {
+      httplib::Client cli(o.host, o.port);
+      cli.set_read_timeout(std::chrono::seconds(int(o.time_limit_s) + 5));
+      for (;;) {
+        const int i = next++;
+        if (i >= o.requests || std::chrono::duration<double>(clock_type::now() - t0).count() > o.time_limit_s) return;
+        nlohmann::json body = {{"prompt", prompts[size_t(i) % prompts.size()]}, {"max_tokens", o.max_tokens},
+                               {"temperature", o.temperature}, {"stream", true}, {"ignore_eos", true}};
+        httplib::Headers h;
+        if (!o.api_key.empty()) h.emplace("Authorization", "Bearer " + o.api_key);
+        std::vector<double> gaps;
+        double first = -1;
+        auto last = clock_type::now();
+        const auto start = last;
+        int64_t n = 0;
+        std::string buf;
+        httplib::Request req;
+        req.method = "POST";
+        req.path = "/v1/completions";
+        req.headers = h;
+        req.body = body.dump();
+        req.set_header("Content-Type", "application/json");
+        req.content_receiver = [&](const char* data, size_t len, uint64_t, uint64_t) {
+          buf.append(data, len);
+          size_t p;
+          while ((p = buf.find("\n\n")) != std::string::npos) {
+            const std::string ev = buf.substr(0, p);
+            buf.erase(0, p + 2);
+            if (ev.rfind("data: {", 0) != 0) continue;
+            const auto now = clock_type::now();
+            if (first < 0) first = std::chrono::duration<double>(now - start).count();
+            else gaps.push_back(std::chrono::duration<double>(now - last).count());
+            last = now;
+            ++n;
+          }
+          return true;
+        };
+        auto res = cli.send(req);
+        std::lock_guard<std::mutex> lk(mu);
+        if (!res || res->status != 200) {
+          ++failures;
+          continue;
+        }
+        if (first >= 0) ttft.push_back(first);
+        itl.insert(itl.end(), gaps.begin(), gaps.end());
+        tokens += n;
+      }
+    };
+    std::vector<std::thread> threads;
+    for (int c = 0; c < conc; ++c) threads.emplace_back(worker);
+    for (auto& t : threads) t.join();
+    const double wall = std::chrono::duration<double>(clock_type::now() - t0).count();
+    const int done = int(ttft.size());
+    std::printf("%11d %9d %12.1f %9.1fms %9.1fms %9.1fms %9.1fms%s\n", conc, done, tokens / wall, 1e3 * percentile(ttft, 0.5),
+                1e3 * percentile(ttft, 0.99), 1e3 * percentile(itl, 0.5), 1e3 * percentile(itl, 0.99),
+                failures ? fmt::format("  ({} failed)", failures).c_str() : "");
+    report.push_back({{"concurrency", conc}, {"requests", done}, {"failed", failures}, {"output_tokens_per_second", tokens / wall},
+                      {"ttft_p50_s", percentile(ttft, 0.5)}, {"ttft_p99_s", percentile(ttft, 0.99)},
+                      {"itl_p50_s", percentile(itl, 0.5)}, {"itl_p99_s", percentile(itl, 0.99)}, {"wall_s", wall}});
+  }
+  if (!o.json_out.empty()) std::ofstream(o.json_out) << report.dump(2) << "\n";
+}
+}  // namespace
+
+void add_loadtest(CLI::App& app) {
+  auto o = std::make_shared<LoadOptions>();
+  CLI::App* cmd = app.add_subcommand("loadtest", "bounded streaming load test of a local `eaglet serve`");
+  cmd->add_option("--host", o->host, "server address (loopback only)");
+  cmd->add_option("--port", o->port, "server port");
+  cmd->add_option("--api-key", o->api_key, "API key, if the server wants one");
+  cmd->add_option("--dataset", o->dataset, "prompts (.txt/.jsonl/.json)");
+  cmd->add_option("--concurrency", o->concurrency, "concurrency levels, e.g. 1,4,16")->delimiter(',');
+  cmd->add_option("--requests", o->requests, "requests per level")->check(CLI::PositiveNumber);
+  cmd->add_option("--max-tokens", o->max_tokens, "tokens per request")->check(CLI::PositiveNumber);
+  cmd->add_option("--time-limit", o->time_limit_s, "seconds per level (no new requests after)");
+  cmd->add_option("--temperature", o->temperature, "sampling temperature");
+  cmd->add_option("--json", o->json_out, "write the results as JSON");
+  cmd->callback([o] { run_load(*o); });
+}
+
+}  // namespace eaglet::cli
