@@ -6,11 +6,17 @@
 
 namespace eaglet {
 
-namespace {
-double now_seconds() {
+double monotonic_seconds() {
   return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
 }
-}  // namespace
+
+void finalize_result(const OutputTracker& tracker, double decode_start, GenerationResult* res) {
+  res->stats.decode_seconds = decode_start > 0 ? monotonic_seconds() - decode_start : 0;
+  res->token_ids = tracker.tokens();
+  res->stats.generated_tokens = int64_t(res->token_ids.size());
+  res->text = tracker.text();
+  res->finish_reason = tracker.finished() ? tracker.finish_reason() : "length";
+}
 
 int64_t kv_blocks_for(int64_t tokens, int block_size) { return (tokens + block_size - 1) / block_size + 1; }
 
@@ -44,16 +50,16 @@ GenerationResult generate(Model& model, const Tokenizer& tok, const GenerationRe
   GenerationResult res;
   res.prompt_ids = req.prompt_ids;
 
-  double t0 = now_seconds();
+  double t0 = monotonic_seconds();
   std::vector<float> logits = prefill(model, cache, seq, req.prompt_ids, req.prefill_chunk);
   res.stats.prompt_tokens = int64_t(req.prompt_ids.size());
-  res.stats.prefill_seconds = now_seconds() - t0;
+  res.stats.prefill_seconds = monotonic_seconds() - t0;
 
   const int V = cfg.vocab;
   t0 = 0;
   while (true) {
     const int token = sampler.sample(logits.data(), V);
-    if (t0 == 0) t0 = now_seconds();
+    if (t0 == 0) t0 = monotonic_seconds();
     const bool more = tracker.append(token);
     if (req.on_text) {
       const std::string delta = tracker.take_new_text();
@@ -67,11 +73,7 @@ GenerationResult generate(Model& model, const Tokenizer& tok, const GenerationRe
     model.forward(cache, batch, &out);
     logits.swap(out.logits);
   }
-  res.stats.decode_seconds = now_seconds() - t0;
-  res.token_ids = tracker.tokens();
-  res.stats.generated_tokens = int64_t(res.token_ids.size());
-  res.text = tracker.text();
-  res.finish_reason = tracker.finished() ? tracker.finish_reason() : "length";
+  finalize_result(tracker, t0, &res);
   return res;
 }
 

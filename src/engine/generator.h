@@ -40,6 +40,11 @@ int64_t kv_blocks_for(int64_t tokens, int block_size = 16);
 
 GenerationResult generate(Model& model, const Tokenizer& tok, const GenerationRequest& req);
 
+// Seconds on a monotonic clock, for the stats above.
+double monotonic_seconds();
+// Copies the generated tokens, text and finish reason out of a finished decode loop.
+void finalize_result(const OutputTracker& tracker, double decode_start, GenerationResult* res);
+
 // Runs the prompt through the model in chunks; returns the last position's logits [vocab].
 // `tap_layers`/`taps` (optional) collect hidden-state taps for every prompt token.
 std::vector<float> prefill(Model& model, KvCache& cache, SeqId seq, const std::vector<int>& ids, int chunk,

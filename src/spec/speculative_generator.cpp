@@ -1,18 +1,11 @@
 #include "spec/speculative_generator.h"
 
 #include <algorithm>
-#include <chrono>
 
 #include "core/error.h"
 #include "spec/verifier.h"
 
 namespace eaglet {
-
-namespace {
-double now_seconds() {
-  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
-}
-}  // namespace
 
 GenerationResult generate_speculative(Model& target, const Tokenizer& tok, Proposer& proposer,
                                       const GenerationRequest& req, int k, SpecMetrics* metrics) {
@@ -43,28 +36,28 @@ GenerationResult generate_speculative(Model& target, const Tokenizer& tok, Propo
     return more;
   };
 
-  double t0 = now_seconds();
+  double t0 = monotonic_seconds();
   std::vector<float> prompt_taps;
   std::vector<float> logits = prefill(target, cache, seq, req.prompt_ids, req.prefill_chunk, taps, &prompt_taps);
   res.stats.prompt_tokens = P;
-  res.stats.prefill_seconds = now_seconds() - t0;
+  res.stats.prefill_seconds = monotonic_seconds() - t0;
 
   int last = sampler.sample(logits.data(), V);
-  const double decode_start = now_seconds();
+  const double decode_start = monotonic_seconds();
   bool more = emit(last);
   if (more) {
-    t0 = now_seconds();
+    t0 = monotonic_seconds();
     proposer.begin(req.prompt_ids, prompt_taps, last);
-    m.draft_seconds += now_seconds() - t0;
+    m.draft_seconds += monotonic_seconds() - t0;
   }
   while (more && cache.length(seq) + 1 < cfg.max_position) {
     const int64_t len = cache.length(seq);
     const int remaining = req.stop.max_tokens - int(tracker.tokens().size());
     const int kk = std::max(0, std::min<int>({k, remaining - 1, int(cfg.max_position - len - 1)}));
-    t0 = now_seconds();
+    t0 = monotonic_seconds();
     std::vector<int> drafts = kk > 0 ? proposer.draft(kk) : std::vector<int>{};
     if (int(drafts.size()) > kk) drafts.resize(size_t(kk));
-    const double t1 = now_seconds();
+    const double t1 = monotonic_seconds();
     m.draft_seconds += t1 - t0;
 
     ForwardBatch batch;
@@ -77,27 +70,23 @@ GenerationResult generate_speculative(Model& target, const Tokenizer& tok, Propo
     batch.tap_layers = taps;
     ForwardOutput out;
     target.forward(cache, batch, &out);
-    const double t2 = now_seconds();
+    const double t2 = monotonic_seconds();
     m.target_seconds += t2 - t1;
 
     const Verdict v = verify_drafts(out.logits.data(), V, drafts, sampler);
     m.record(int(drafts.size()), v.accepted);
     cache.truncate(seq, len + 1 + v.accepted);
-    m.verify_seconds += now_seconds() - t2;
+    m.verify_seconds += monotonic_seconds() - t2;
 
     for (int i = 0; i < v.accepted && more; ++i) more = emit(drafts[size_t(i)]);
     if (more) more = emit(v.next);
     if (!more) break;
-    t0 = now_seconds();
+    t0 = monotonic_seconds();
     proposer.accept(v.accepted, v.next, out.taps.data());
-    m.draft_seconds += now_seconds() - t0;
+    m.draft_seconds += monotonic_seconds() - t0;
     last = v.next;
   }
-  res.stats.decode_seconds = now_seconds() - decode_start;
-  res.token_ids = tracker.tokens();
-  res.stats.generated_tokens = int64_t(res.token_ids.size());
-  res.text = tracker.text();
-  res.finish_reason = tracker.finished() ? tracker.finish_reason() : "length";
+  finalize_result(tracker, decode_start, &res);
   return res;
 }
 

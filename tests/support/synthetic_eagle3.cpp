@@ -41,14 +41,10 @@ void write_draft(const std::string& dir, const DraftSpec& s) {
   }
   write_text(dir + "/config.json", cfg.dump(2));
 
-  uint64_t seed = s.seed;
-  std::vector<TensorToWrite> ts;
+  RandomTensors rt(s.dtype, s.seed);
+  auto& ts = rt.tensors();
   auto add = [&](const std::string& name, std::vector<int64_t> shape, float stddev, float mean = 0.0f) {
-    size_t n = 1;
-    for (auto d : shape) n *= size_t(d);
-    auto v = random_normal(n, stddev, seed++);
-    for (auto& x : v) x += mean;
-    ts.push_back({name, s.dtype, shape, float_bytes(v, s.dtype)});
+    rt.add(name, std::move(shape), stddev, mean);
   };
   const std::string P = s.vllm_keys ? "layers.0." : "midlayer.";
   const int64_t H = s.hidden, Ht = s.target_hidden, qd = int64_t(s.heads) * s.head_dim, kvd = int64_t(s.kv_heads) * s.head_dim;

@@ -1,5 +1,6 @@
 // Writes random EAGLE-3 drafts in every key/config variant real checkpoints use.
 #pragma once
+#include <ostream>
 #include <string>
 #include <vector>
 
@@ -23,5 +24,6 @@ struct DraftSpec {
 };
 
 void write_draft(const std::string& dir, const DraftSpec& s);
+inline void PrintTo(const DraftSpec& s, std::ostream* os) { *os << (s.vllm_keys ? "layers.0" : "midlayer") << " draft"; }
 
 }  // namespace eaglet::test

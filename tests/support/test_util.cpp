@@ -95,14 +95,9 @@ void write_tiny_model(const std::string& dir, const TinyModelSpec& s) {
     cfg["rope_scaling"] = {{"rope_type", "llama3"}, {"factor", 8.0}, {"low_freq_factor", 1.0},
                            {"high_freq_factor", 4.0}, {"original_max_position_embeddings", 64}};
   write_text(dir + "/config.json", cfg.dump(2));
-  uint64_t seed = s.seed;
-  std::vector<TensorToWrite> ts;
+  RandomTensors rt(s.dtype, s.seed);
   auto add = [&](const std::string& name, std::vector<int64_t> shape, float stddev, float mean = 0.0f) {
-    size_t n = 1;
-    for (auto d : shape) n *= size_t(d);
-    auto v = random_normal(n, stddev, seed++);
-    for (auto& x : v) x += mean;
-    ts.push_back({name, s.dtype, shape, float_bytes(v, s.dtype)});
+    rt.add(name, std::move(shape), stddev, mean);
   };
   const int64_t H = s.hidden, qd = int64_t(s.heads) * s.head_dim, kvd = int64_t(s.kv_heads) * s.head_dim;
   add("model.embed_tokens.weight", {s.vocab, H}, 1.0f);
@@ -129,7 +124,15 @@ void write_tiny_model(const std::string& dir, const TinyModelSpec& s) {
   }
   add("model.norm.weight", {H}, 0.1f, 1.0f);
   if (!s.tie_embeddings) add("lm_head.weight", {s.vocab, H}, 0.2f);
-  write_safetensors(dir + "/model.safetensors", ts);
+  write_safetensors(dir + "/model.safetensors", rt.tensors());
+}
+
+void RandomTensors::add(const std::string& name, std::vector<int64_t> shape, float stddev, float mean) {
+  size_t n = 1;
+  for (auto d : shape) n *= size_t(d);
+  auto v = random_normal(n, stddev, seed_++);
+  for (auto& x : v) x += mean;
+  ts_.push_back({name, dtype_, shape, float_bytes(v, dtype_)});
 }
 
 }  // namespace eaglet::test

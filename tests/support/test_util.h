@@ -3,10 +3,12 @@
 #pragma once
 #include <cstdint>
 #include <map>
+#include <ostream>
 #include <string>
 #include <vector>
 
 #include "core/dtype.h"
+#include "io/safetensors.h"
 
 namespace eaglet::test {
 
@@ -51,9 +53,23 @@ struct TinyModelSpec {
   int max_position = 512;
 };
 void write_tiny_model(const std::string& dir, const TinyModelSpec& spec);
+inline void PrintTo(const TinyModelSpec& s, std::ostream* os) { *os << s.architecture; }
 
 // Float data as raw bytes of `dtype` (F32 or BF16), for safetensors writers.
 std::string float_bytes(const std::vector<float>& v, DType dtype);
 std::vector<float> random_normal(size_t n, float stddev, uint64_t seed);
+
+// Appends seeded random tensors (normal(mean, stddev)) to a safetensors write list.
+class RandomTensors {
+ public:
+  RandomTensors(DType dtype, uint64_t seed) : dtype_(dtype), seed_(seed) {}
+  void add(const std::string& name, std::vector<int64_t> shape, float stddev, float mean = 0.0f);
+  std::vector<struct TensorToWrite>& tensors() { return ts_; }
+
+ private:
+  DType dtype_;
+  uint64_t seed_;
+  std::vector<struct TensorToWrite> ts_;
+};
 
 }  // namespace eaglet::test
