@@ -12,7 +12,10 @@
 #include "io/mapped_file.h"
 #include "support/test_util.h"
 #include "train/dataset.h"
+#include "train/chat_data.h"
 #include "train/regen.h"
+#include "tokenizer/chat_template.h"
+#include <filesystem>
 
 namespace eaglet {
 namespace {
@@ -54,6 +57,74 @@ TEST(Regen, ResumesAfterInterruptionWithIdenticalOutput) {
   for (auto& s : samples) idx.insert(s.index);
   EXPECT_EQ(idx.size(), 24u);
   EXPECT_EQ(samples[0].ids.size(), samples[0].loss_mask.size());
+}
+
+}  // namespace
+}  // namespace eaglet
+
+namespace eaglet {
+namespace {
+
+// A tiny target with the byte tokenizer and a chat template.
+struct ChatFixture {
+  test::TempDir dir;
+  std::string target, data;
+  ChatFixture() {
+    target = dir.file("target");
+    test::TinyModelSpec ts;
+    ts.vocab = 259;
+    ts.layers = 4;
+    test::write_tiny_model(target, ts);
+    std::filesystem::copy_file(test::source_dir() + "/tests/data/bytes_tokenizer.json", target + "/tokenizer.json");
+    nlohmann::json cfg = {{"bos_token", "<s>"}, {"eos_token", "</s>"}, {"add_bos_token", true},
+                          {"chat_template", "{{ bos_token }}{% for m in messages %}[{{ m['role'] }}] {{ m['content'] }}</s>"
+                                            "{% endfor %}{% if add_generation_prompt %}[assistant] {% endif %}"}};
+    test::write_text(target + "/tokenizer_config.json", cfg.dump());
+    data = dir.file("chat.jsonl");
+    test::write_text(data,
+                     R"({"conversations": [{"from": "human", "value": "hi cat"}, {"from": "gpt", "value": "meow"}]})" "\n"
+                     R"({"messages": [{"role": "system", "content": "be kind"}, {"role": "user", "content": "one"},)"
+                     R"( {"role": "assistant", "content": "uno"}, {"role": "user", "content": "two"}, {"role": "assistant", "content": "dos"}]})" "\n");
+  }
+};
+
+TEST(ChatData, AssistantOnlyLossMask) {
+  ChatFixture f;
+  ModelBundle b = load_bundle(f.target);
+  auto tmpl = ChatTemplate::from_tokenizer_config(b.tokenizer.config());
+  ASSERT_TRUE(tmpl);
+  auto convs = load_conversations(f.data, 0);
+  ASSERT_EQ(convs.size(), 2u);
+  EXPECT_EQ(convs[0].messages[0].role, "user");
+  EXPECT_EQ(convs[0].messages[1].role, "assistant");
+  TrainSample s = render_conversation(convs[1], *tmpl, b.tokenizer, 1024);
+  std::vector<int> masked;
+  for (size_t i = 0; i < s.ids.size(); ++i)
+    if (s.loss_mask[i]) masked.push_back(s.ids[i]);
+  // Exactly the assistant replies and their end markers are trained on.
+  EXPECT_EQ(b.tokenizer.decode(masked, false), "uno</s>dos</s>");
+  EXPECT_EQ(b.tokenizer.decode(s.ids), "[system] be kind[user] one[assistant] uno[user] two[assistant] dos");
+}
+
+TEST(ChatData, RegenRewritesAssistantTurnsOnly) {
+  ChatFixture f;
+  ModelBundle b = load_bundle(f.target);
+  RegenOptions o;
+  o.input = f.data;
+  o.output = f.dir.file("regen.jsonl");
+  o.max_new_tokens = 6;
+  o.batch = 2;
+  EXPECT_EQ(regenerate(*b.model, b.tokenizer, b.eos_ids, o), 2);
+  auto samples = load_regenerated(o.output, 4096);
+  ASSERT_EQ(samples.size(), 2u);
+  const std::string text = b.tokenizer.decode(samples[1].ids);
+  EXPECT_EQ(text.rfind("[system] be kind[user] one[assistant] ", 0), 0u) << text;
+  EXPECT_NE(text.find("[user] two[assistant] "), std::string::npos) << text;
+  EXPECT_EQ(text.find("uno"), std::string::npos) << "the assistant turn was not regenerated: " << text;
+  int masked = 0;
+  for (auto m : samples[1].loss_mask) masked += m;
+  EXPECT_GT(masked, 0);
+  EXPECT_LE(masked, 2 * 7);  // at most 6 generated tokens + the end marker per turn
 }
 
 }  // namespace

@@ -283,3 +283,29 @@ TEST(TrainConfig, YamlOverridesAndErrors) {
 
 }  // namespace
 }  // namespace eaglet
+
+namespace eaglet {
+namespace {
+
+TEST(Trainer, TrainsOnChatDataWithAndWithoutRegeneration) {
+  TrainFixture f;
+  nlohmann::json cfg = {{"bos_token", "<s>"}, {"eos_token", "</s>"}, {"add_bos_token", true},
+                        {"chat_template", "{{ bos_token }}{% for m in messages %}[{{ m['role'] }}] {{ m['content'] }}</s>"
+                                          "{% endfor %}{% if add_generation_prompt %}[assistant] {% endif %}"}};
+  test::write_text(f.target + "/tokenizer_config.json", cfg.dump());
+  std::string chat;
+  for (int i = 0; i < 30; ++i)
+    chat += nlohmann::json{{"messages", {{{"role", "user"}, {"content", "count to " + std::to_string(i)}},
+                                         {{"role", "assistant"}, {"content", "1 2 3 " + std::to_string(i)}}}}}.dump() + "\n";
+  const std::string data = f.dir.file("chat.jsonl");
+  test::write_text(data, chat);
+  for (const char* regen : {"regen.enabled=false", "regen.enabled=true"}) {
+    const std::string out = f.dir.file(std::string("chat-") + regen);
+    auto s = run_training(f.config(out, {"data.path=" + data, regen, "training.steps=4"}));
+    EXPECT_EQ(s.steps_done, 4);
+    EXPECT_FALSE(s.export_dir.empty());
+  }
+}
+
+}  // namespace
+}  // namespace eaglet

@@ -4,6 +4,7 @@
 
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <nlohmann/json.hpp>
 #include <set>
 
@@ -11,6 +12,7 @@
 #include "engine/generator.h"
 #include "engine/sampler.h"
 #include "io/mapped_file.h"
+#include "train/chat_data.h"
 #include "train/dataset.h"
 #include "train/progress.h"
 
@@ -32,69 +34,55 @@ std::set<int64_t> finished_indices(const std::string& path) {
   std::string line;
   while (std::getline(in, line)) {
     try {
-      auto j = nlohmann::json::parse(line);
-      done.insert(j.at("index").get<int64_t>());
+      done.insert(nlohmann::json::parse(line).at("index").get<int64_t>());
     } catch (const std::exception&) {
-      // a line cut short by an interrupted run: that sample is redone
+      // an unreadable line: that sample is redone
     }
   }
   return done;
 }
 
-struct Live {
-  int64_t index;
-  SeqId seq;
-  std::vector<int> ids;
-  size_t prompt_len;
-  Sampler sampler;
-  int last;
+struct Job {
+  int64_t key;
+  std::vector<int> prompt;
+  uint64_t seed;
 };
-}  // namespace
 
-int64_t regenerate(Model& target, const Tokenizer& tok, const std::vector<int>& eos, const RegenOptions& o) {
-  const auto texts = load_texts(o.input, o.num_samples);
-  const std::set<int64_t> done = finished_indices(o.output);
-  const int64_t per = std::max(1, o.samples_per_prompt), total = int64_t(texts.size()) * per;
-  std::vector<int64_t> todo;
-  for (int64_t i = 0; i < total; ++i)
-    if (!done.count(i)) todo.push_back(i);
-  spdlog::info("regen: {} samples from {}, {} already in {}", texts.size(), o.input, done.size(), o.output);
-  std::ofstream out(o.output, std::ios::app);
-  if (!out) fail("{}: cannot write", o.output);
-  if (todo.empty()) return int64_t(done.size());
-
-  const int max_pos = target.config().max_position;
-  const int prefix = std::max(1, o.prefix_tokens);
-  const int64_t per_seq = prefix + o.max_new_tokens + 1;
-  KvCache cache(target.kv_shape(int64_t(o.batch) * (kv_blocks_for(std::min<int64_t>(per_seq, max_pos)) + 1)));
+// Continues every job's prompt by up to `max_new` tokens (EOS ends early), `batch` sequences at a
+// time with one target forward per step; `done(key, generated)` is called as each finishes.
+void continue_batched(Model& target, const std::vector<int>& eos, std::vector<Job> jobs, const RegenOptions& o,
+                      const std::function<void(int64_t, const std::vector<int>&)>& done) {
+  const int max_pos = target.config().max_position, V = target.config().vocab;
+  KvCache cache(target.kv_shape(int64_t(o.batch) * (kv_blocks_for(max_pos) + 1)));
+  struct Live {
+    int64_t key;
+    SeqId seq;
+    std::vector<int> out;
+    int prompt_len;
+    Sampler sampler;
+    int last;
+  };
   SamplingParams sp;
   sp.temperature = o.temperature;
-  Progress progress("regen", total, int64_t(done.size()));
-  int64_t written = int64_t(done.size()), tokens_out = 0;
-  size_t next = 0;
   std::vector<Live> live;
-  while (next < todo.size() || !live.empty()) {
-    // Admit new samples (prefill each) while there is room in the batch.
-    while (next < todo.size() && int(live.size()) < o.batch) {
-      const int64_t idx = todo[next++];
-      std::vector<int> ids = tok.encode(texts[size_t(idx / per)]);
-      if (int(ids.size()) > prefix) ids.resize(size_t(prefix));
-      if (int(ids.size()) + o.max_new_tokens >= max_pos) ids.resize(size_t(std::max(1, max_pos - o.max_new_tokens - 1)));
-      sp.seed = o.seed * 1000003ULL + uint64_t(idx);
-      Live l{idx, cache.create(), ids, ids.size(), Sampler(sp), 0};
-      auto logits = prefill(target, cache, l.seq, ids, 512);
-      l.last = l.sampler.sample(logits.data(), target.config().vocab);
+  size_t next = 0;
+  while (next < jobs.size() || !live.empty()) {
+    while (next < jobs.size() && int(live.size()) < o.batch) {
+      Job& j = jobs[next++];
+      if (int(j.prompt.size()) + o.max_new_tokens >= max_pos) j.prompt.resize(size_t(std::max(1, max_pos - o.max_new_tokens - 1)));
+      sp.seed = j.seed;
+      Live l{j.key, cache.create(), {}, int(j.prompt.size()), Sampler(sp), 0};
+      auto logits = prefill(target, cache, l.seq, j.prompt, 512);
+      l.last = l.sampler.sample(logits.data(), V);
       live.push_back(std::move(l));
     }
-    // One decode step for every live sequence; finished ones are written and leave the batch.
     ForwardBatch batch;
     std::vector<size_t> stepping;
     for (size_t i = 0; i < live.size(); ++i) {
       Live& l = live[i];
-      l.ids.push_back(l.last);
-      const bool stop = std::find(eos.begin(), eos.end(), l.last) != eos.end() ||
-                        int(l.ids.size() - l.prompt_len) >= o.max_new_tokens || int(l.ids.size()) + 1 >= max_pos;
-      if (stop) continue;
+      const bool is_eos = std::find(eos.begin(), eos.end(), l.last) != eos.end();
+      if (!is_eos) l.out.push_back(l.last);
+      if (is_eos || int(l.out.size()) >= o.max_new_tokens || l.prompt_len + int(l.out.size()) + 1 >= max_pos) continue;
       batch.chunks.push_back(SeqChunk{l.seq, {l.last}, {0}});
       stepping.push_back(i);
     }
@@ -104,24 +92,103 @@ int64_t regenerate(Model& target, const Tokenizer& tok, const std::vector<int>& 
     for (size_t i = 0, s = 0; i < live.size(); ++i) {
       Live& l = live[i];
       if (s < stepping.size() && stepping[s] == i) {
-        l.last = l.sampler.sample(fo.logits.data() + s * size_t(target.config().vocab), target.config().vocab);
+        l.last = l.sampler.sample(fo.logits.data() + s * size_t(V), V);
         ++s;
         still.push_back(std::move(l));
         continue;
       }
-      nlohmann::json j = {{"index", l.index},
-                          {"input_ids", l.ids},
-                          {"loss_mask", std::vector<int>(l.ids.size(), 1)},
-                          {"text", tok.decode(l.ids)}};
-      out << j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace) << "\n";
-      out.flush();
-      tokens_out += int64_t(l.ids.size() - l.prompt_len);
       cache.free(l.seq);
-      ++written;
-      progress.update(written, fmt::format("{:.0f} generated tok/s", tokens_out / std::max(1e-9, progress.elapsed())));
+      done(l.key, l.out);
     }
     live.swap(still);
   }
+}
+
+uint64_t seed_for(const RegenOptions& o, int64_t index, int64_t turn = 0) {
+  return o.seed * 1000003ULL + uint64_t(index) * 7919ULL + uint64_t(turn);
+}
+
+void write_line(std::ofstream& out, const TrainSample& s, const Tokenizer& tok) {
+  nlohmann::json j = {{"index", s.index}, {"input_ids", s.ids}, {"loss_mask", s.loss_mask}, {"text", tok.decode(s.ids)}};
+  out << j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace) << "\n";
+  out.flush();
+}
+}  // namespace
+
+int64_t regenerate(Model& target, const Tokenizer& tok, const std::vector<int>& eos, const RegenOptions& o) {
+  const std::set<int64_t> done = finished_indices(o.output);
+  std::ofstream out(o.output, std::ios::app);
+  if (!out) fail("{}: cannot write", o.output);
+  const int64_t per = std::max(1, o.samples_per_prompt);
+  int64_t written = int64_t(done.size()), generated = 0;
+
+  if (is_chat_file(o.input)) {
+    auto tmpl = ChatTemplate::from_tokenizer_config(tok.config());
+    if (!tmpl) fail("{}: chat data needs the target's chat_template (tokenizer_config.json has none)", o.input);
+    const auto convs = load_conversations(o.input, o.num_samples);
+    std::vector<Conversation> todo;
+    for (auto& c : convs)
+      for (int64_t r = 0; r < per; ++r)
+        if (!done.count(c.index * per + r)) todo.push_back(Conversation{c.index * per + r, c.messages});
+    spdlog::info("regen: {} conversations from {}, {} already in {}", convs.size() * size_t(per), o.input, done.size(), o.output);
+    Progress progress("regen", int64_t(convs.size()) * per, written);
+    // Groups of conversations advance turn by turn: each assistant turn is regenerated from the
+    // conversation so far (with the earlier turns already regenerated).
+    for (size_t g = 0; g < todo.size(); g += size_t(o.batch)) {
+      std::vector<Conversation> group(todo.begin() + long(g), todo.begin() + long(std::min(todo.size(), g + size_t(o.batch))));
+      for (size_t turn = 0;; ++turn) {
+        std::vector<Job> jobs;
+        std::vector<size_t> where;
+        for (size_t c = 0; c < group.size(); ++c) {
+          size_t seen = 0;
+          for (size_t m = 0; m < group[c].messages.size(); ++m) {
+            if (group[c].messages[m].role != "assistant") continue;
+            if (seen++ == turn) {
+              jobs.push_back({int64_t(c), render_prompt(group[c].messages, m, *tmpl, tok), seed_for(o, group[c].index, int64_t(turn))});
+              where.push_back(m);
+            }
+          }
+        }
+        if (jobs.empty()) break;
+        std::vector<size_t> msg_of(group.size());
+        for (size_t j = 0; j < jobs.size(); ++j) msg_of[size_t(jobs[j].key)] = where[j];
+        continue_batched(target, eos, jobs, o, [&](int64_t c, const std::vector<int>& ids) {
+          group[size_t(c)].messages[msg_of[size_t(c)]].content = tok.decode(ids);
+          generated += int64_t(ids.size());
+        });
+      }
+      for (auto& c : group) {
+        write_line(out, render_conversation(c, *tmpl, tok, 1 << 30), tok);
+        progress.update(++written, fmt::format("{:.0f} generated tok/s", generated / std::max(1e-9, progress.elapsed())));
+      }
+    }
+    return written;
+  }
+
+  const auto texts = load_texts(o.input, o.num_samples);
+  const int64_t total = int64_t(texts.size()) * per;
+  spdlog::info("regen: {} samples from {}, {} already in {}", total, o.input, done.size(), o.output);
+  std::vector<Job> jobs;
+  const int prefix = std::max(1, o.prefix_tokens);
+  for (int64_t i = 0; i < total; ++i) {
+    if (done.count(i)) continue;
+    std::vector<int> ids = tok.encode(texts[size_t(i / per)]);
+    if (int(ids.size()) > prefix) ids.resize(size_t(prefix));
+    jobs.push_back({i, ids, o.seed * 1000003ULL + uint64_t(i)});
+  }
+  std::map<int64_t, std::vector<int>> prompts;
+  for (auto& j : jobs) prompts[j.key] = j.prompt;
+  Progress progress("regen", total, written);
+  continue_batched(target, eos, jobs, o, [&](int64_t i, const std::vector<int>& ids) {
+    TrainSample s;
+    s.index = i;
+    s.ids = prompts[i];
+    s.ids.insert(s.ids.end(), ids.begin(), ids.end());
+    s.loss_mask.assign(s.ids.size(), 1);
+    write_line(out, s, tok);
+    generated += int64_t(ids.size());
+    progress.update(++written, fmt::format("{:.0f} generated tok/s", generated / std::max(1e-9, progress.elapsed())));
+  });
   return written;
 }
 

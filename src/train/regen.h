@@ -1,8 +1,10 @@
 // `eaglet regen`: the target rewrites the data so that the draft learns the target's own
-// distribution. For plain text (and base models) each sample's first `prefix_tokens` tokens are
-// kept as the prompt and the target continues them at the chosen temperature. Batched (one
-// target forward per step for all live sequences), resumable (finished samples are skipped on
-// restart), with progress. Output: JSONL {index, input_ids, loss_mask, text}.
+// distribution. Chat data (`conversations` / `messages`): every assistant turn is regenerated in
+// order from the conversation so far, rendered with the target's chat template; the loss mask
+// covers the assistant turns. Plain text (base models): each sample's first `prefix_tokens`
+// tokens are kept as the prompt and the target continues them; every token is trained on.
+// Batched (one target forward per step for all live sequences), resumable (finished samples are
+// skipped on restart), with progress. Output: JSONL {index, input_ids, loss_mask, text}.
 #pragma once
 #include <string>
 #include <vector>

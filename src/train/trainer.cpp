@@ -16,6 +16,7 @@
 #include "io/json_config.h"
 #include "io/mapped_file.h"
 #include "io/safetensors.h"
+#include "train/chat_data.h"
 #include "train/dataset.h"
 #include "train/draft_export.h"
 #include "train/draft_module.h"
@@ -256,6 +257,12 @@ TrainSummary run_training(const TrainConfig& cfg, const TrainHooks& hooks) {
   } else if (cfg.data_path.size() > 6 && cfg.data_path.compare(cfg.data_path.size() - 6, 6, ".jsonl") == 0 &&
              read_text_file(cfg.data_path).find("\"input_ids\"") != std::string::npos) {
     all = load_regenerated(cfg.data_path, cfg.max_length);
+  } else if (is_chat_file(cfg.data_path)) {
+    auto tmpl = ChatTemplate::from_tokenizer_config(r.bundle.tokenizer.config());
+    EAGLET_CHECK(tmpl != nullptr, "{}: chat data needs the target's chat_template (tokenizer_config.json has none)",
+                 cfg.data_path);
+    for (auto& c : load_conversations(cfg.data_path, cfg.num_samples))
+      all.push_back(render_conversation(c, *tmpl, r.bundle.tokenizer, cfg.max_length));
   } else {
     all = tokenize_texts(load_texts(cfg.data_path, cfg.num_samples), r.bundle.tokenizer, cfg.max_length);
   }
