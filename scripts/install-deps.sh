@@ -7,9 +7,12 @@ PKGS=(
   nlohmann-json3-dev libcli11-dev libspdlog-dev libfmt-dev
   libpcre2-dev zlib1g-dev libicu-dev
   libtorch-dev libgloo-dev libyaml-cpp-dev libzmq3-dev cppzmq-dev libopenblas0-pthread
-  libcpp-httplib-dev curl nodejs npm
+  libcpp-httplib-dev curl
   python3-numpy python3-jinja2
 )
+# Node.js runs the OpenAI SDK test client; keep an existing installation (e.g. nodesource's).
+command -v node >/dev/null 2>&1 || PKGS+=(nodejs)
+command -v npm >/dev/null 2>&1 || PKGS+=(npm)
 missing=()
 for p in "${PKGS[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

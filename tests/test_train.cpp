@@ -196,23 +196,24 @@ TEST(Trainer, ExportLoadsAndMatchesTheInferenceDraft) {
 
 TEST(Trainer, ResumeAfterKillGivesTheSameWeights) {
   TrainFixture f;
-  run_training(f.config(f.dir.file("straight")));
+  // 40 steps, so the kill lands well before the end.
+  run_training(f.config(f.dir.file("straight"), {"training.steps=40"}));
   // Kill -9 a real `eaglet train` after its first checkpoint, then run it again to the end.
   const std::string out = f.dir.file("killed");
   std::string args;
   for (auto kv : {"output_dir=" + out, "model.target=" + f.target, "data.path=" + f.data}) args += " " + kv;
   for (auto kv : {"data.eval_samples=6", "regen.max_new_tokens=12", "regen.prefix_tokens=4", "training.ttt_steps=2",
-                  "training.batch_size=4", "training.steps=12", "training.lr=0.003", "training.save_every=4",
+                  "training.batch_size=4", "training.steps=40", "training.lr=0.003", "training.save_every=4",
                   "training.log_every=4", "model.draft.draft_vocab_size=64", "inference.worker_timeout_s=3"})
     args += std::string(" ") + kv;
   const std::string cmd = test::eaglet_binary() + " train" + args;
   auto r = test::run_command("(" + cmd + " >/dev/null 2>&1 & pid=$!; for i in $(seq 1 600); do "
-                             "[ -f " + out + "/checkpoint/state.json ] && break; sleep 0.05; done; kill -9 $pid; "
+                             "[ -f " + out + "/checkpoint/state.json ] && break; sleep 0.01; done; kill -9 $pid; "
                              "wait $pid; echo killed)");
   ASSERT_NE(r.output.find("killed"), std::string::npos);
   ASSERT_TRUE(std::filesystem::exists(out + "/checkpoint/state.json"));
   auto state = nlohmann::json::parse(read_text_file(out + "/checkpoint/state.json"));
-  EXPECT_LT(state["step"].get<int>(), 12) << "the run finished before the kill; the test proves nothing";
+  EXPECT_LT(state["step"].get<int>(), 40) << "the run finished before the kill; the test proves nothing";
   r = test::run_command(cmd + " 2>&1");
   ASSERT_EQ(r.exit_code, 0) << r.output;
   EXPECT_NE(r.output.find("resumed from"), std::string::npos) << r.output;

@@ -22,7 +22,7 @@ struct DemoOptions {
   CommonOptions common;
   std::string data;
   std::string output = "runs/demo";
-  int steps = 300;
+  int steps = 600;
   int num_samples = 600;
   int eval_prompts = 16;
   int max_tokens = 96;
@@ -63,7 +63,12 @@ void run_demo(const DemoOptions& o) {
   cfg.lr = 3e-3;
   cfg.save_every = 100;
   cfg.log_every = 25;
-  cfg.draft.intermediate = 0;
+  {
+    // On small targets the default taps (2, L/2, L-3) collapse onto one layer: take low, middle
+    // and high layers instead (all < L, so vLLM can tap them too).
+    const int L = load_bundle(o.common.model_dir).model->config().num_layers;
+    if (L >= 4 && (L / 2 == 2 || L - 3 <= L / 2)) cfg.aux_layers = {1, (L + 1) / 2, L - 1};
+  }
   cfg.inference_threads = 1;
   cfg.train_threads = 1;
   const int total_threads = ThreadPool::default_threads();
