@@ -263,3 +263,33 @@ TEST(LoadTest, ReportsLatencyAndThroughputPerConcurrency) {
 
 }  // namespace
 }  // namespace eaglet
+
+namespace eaglet {
+namespace {
+
+TEST(ServerCurl, CompletionStreamErrorAndFullQueue) {
+  if (test::shared_dir().empty()) GTEST_SKIP() << "../shared is not present; uses stories260K";
+  test::ServerProcess s("-m " + test::shared_dir() + "/models/stories260K-hf --served-model-name stories "
+                        "--max-num-seqs 1 --max-waiting 1");
+  ASSERT_TRUE(s.ready());
+  const std::string url = s.url() + "/v1/completions";
+  auto r = test::run_command("curl -s " + url + " -H 'Content-Type: application/json' -d "
+                             "'{\"model\":\"stories\",\"prompt\":\"Once upon a time\",\"max_tokens\":5,\"temperature\":0}'");
+  ASSERT_EQ(r.exit_code, 0);
+  EXPECT_EQ(json::parse(r.output)["choices"][0]["text"], ", there was a little");
+  r = test::run_command("curl -sN " + url + " -H 'Content-Type: application/json' -d "
+                        "'{\"prompt\":\"Once upon a time\",\"max_tokens\":3,\"temperature\":0,\"stream\":true}'");
+  EXPECT_NE(r.output.find("data: [DONE]"), std::string::npos) << r.output;
+  r = test::run_command("curl -s -o /dev/null -w '%{http_code}' " + url + " -d '{\"prompt\": true}'");
+  EXPECT_EQ(r.output, "400");
+  // One running and one waiting request fill the server: further requests get 503, not a hang.
+  r = test::run_command("for i in 1 2 3 4 5 6; do curl -s -o /dev/null -w '%{http_code}\\n' " + url +
+                        " -H 'Content-Type: application/json' -d '{\"prompt\":\"Once\",\"max_tokens\":300,\"ignore_eos\":true}' & "
+                        "done; wait");
+  EXPECT_NE(r.output.find("503"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("200"), std::string::npos) << r.output;
+  EXPECT_EQ(s.terminate(), 0);
+}
+
+}  // namespace
+}  // namespace eaglet

@@ -1,4 +1,5 @@
 #include "tokenizer/jinja.h"
+#include "tokenizer/jinja_builtins.h"
 
 #include <algorithm>
 #include <cmath>
@@ -7,87 +8,6 @@
 #include "core/error.h"
 
 namespace eaglet::jinja {
-
-// ---- values -------------------------------------------------------------------------------
-
-Value Value::from_json(const nlohmann::json& j) {
-  if (j.is_null()) return Value(nullptr);
-  if (j.is_boolean()) return Value(j.get<bool>());
-  if (j.is_number_integer()) return Value(j.get<int64_t>());
-  if (j.is_number()) return Value(j.get<double>());
-  if (j.is_string()) return Value(j.get<std::string>());
-  if (j.is_array()) {
-    auto l = std::make_shared<List>();
-    for (auto& e : j) l->push_back(from_json(e));
-    return Value(l);
-  }
-  auto d = std::make_shared<Dict>();
-  for (auto& [k, e] : j.items()) (*d)[k] = from_json(e);
-  return Value(d);
-}
-
-bool Value::truthy() const {
-  return std::visit(
-      [](auto&& x) -> bool {
-        using T = std::decay_t<decltype(x)>;
-        if constexpr (std::is_same_v<T, Undefined> || std::is_same_v<T, std::nullptr_t>) return false;
-        else if constexpr (std::is_same_v<T, bool>) return x;
-        else if constexpr (std::is_same_v<T, int64_t> || std::is_same_v<T, double>) return x != 0;
-        else if constexpr (std::is_same_v<T, std::string>) return !x.empty();
-        else return !x->empty();
-      },
-      v);
-}
-
-namespace {
-std::string json_string(const std::string& s) {
-  return nlohmann::json(s).dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
-}
-
-// Python's json.dumps(x, ensure_ascii=False) layout: ", " and ": " separators.
-std::string to_json(const Value& v) {
-  return std::visit(
-      [&](auto&& x) -> std::string {
-        using T = std::decay_t<decltype(x)>;
-        if constexpr (std::is_same_v<T, Undefined> || std::is_same_v<T, std::nullptr_t>) return "null";
-        else if constexpr (std::is_same_v<T, bool>) return x ? "true" : "false";
-        else if constexpr (std::is_same_v<T, int64_t>) return std::to_string(x);
-        else if constexpr (std::is_same_v<T, double>) return nlohmann::json(x).dump();
-        else if constexpr (std::is_same_v<T, std::string>) return json_string(x);
-        else if constexpr (std::is_same_v<T, std::shared_ptr<List>>) {
-          std::string s = "[";
-          for (size_t i = 0; i < x->size(); ++i) s += (i ? ", " : "") + to_json((*x)[i]);
-          return s + "]";
-        } else {
-          std::string s = "{";
-          bool first = true;
-          for (auto& [k, e] : *x) {
-            s += (first ? "" : ", ") + json_string(k) + ": " + to_json(e);
-            first = false;
-          }
-          return s + "}";
-        }
-      },
-      v.v);
-}
-}  // namespace
-
-std::string Value::str() const {
-  return std::visit(
-      [&](auto&& x) -> std::string {
-        using T = std::decay_t<decltype(x)>;
-        if constexpr (std::is_same_v<T, Undefined>) return "";
-        else if constexpr (std::is_same_v<T, std::nullptr_t>) return "None";
-        else if constexpr (std::is_same_v<T, bool>) return x ? "True" : "False";
-        else if constexpr (std::is_same_v<T, int64_t>) return std::to_string(x);
-        else if constexpr (std::is_same_v<T, double>) {
-          std::string s = nlohmann::json(x).dump();
-          return s.find('.') == std::string::npos && s.find('e') == std::string::npos ? s + ".0" : s;
-        } else if constexpr (std::is_same_v<T, std::string>) return x;
-        else return to_json(*this);
-      },
-      v);
-}
 
 // ---- lexer --------------------------------------------------------------------------------
 
@@ -189,59 +109,6 @@ struct DictLit : Expr {
   }
 };
 
-int64_t as_int(const Value& v) {
-  if (auto i = std::get_if<int64_t>(&v.v)) return *i;
-  if (auto d = std::get_if<double>(&v.v)) return int64_t(*d);
-  if (auto b = std::get_if<bool>(&v.v)) return *b;
-  fail("chat template: expected a number, got '{}'", v.str());
-}
-bool is_num(const Value& v) { return std::holds_alternative<int64_t>(v.v) || std::holds_alternative<double>(v.v); }
-double as_double(const Value& v) { return std::holds_alternative<double>(v.v) ? std::get<double>(v.v) : double(as_int(v)); }
-
-bool equal(const Value& a, const Value& b) {
-  if (is_num(a) && is_num(b)) return as_double(a) == as_double(b);
-  if (a.v.index() != b.v.index()) return (a.is_undefined() || std::holds_alternative<std::nullptr_t>(a.v)) &&
-                                         (b.is_undefined() || std::holds_alternative<std::nullptr_t>(b.v));
-  if (auto s = std::get_if<std::string>(&a.v)) return *s == std::get<std::string>(b.v);
-  if (auto x = std::get_if<bool>(&a.v)) return *x == std::get<bool>(b.v);
-  return to_json(a) == to_json(b);
-}
-
-size_t length(const Value& v) {
-  if (auto s = std::get_if<std::string>(&v.v)) return s->size();
-  if (auto l = std::get_if<std::shared_ptr<List>>(&v.v)) return (*l)->size();
-  if (auto d = std::get_if<std::shared_ptr<Dict>>(&v.v)) return (*d)->size();
-  fail("chat template: value has no length");
-}
-
-std::string strip_chars(std::string s, const std::string& chars, bool left, bool right) {
-  const std::string cs = chars.empty() ? " \t\n\r\f\v" : chars;
-  if (left) s.erase(0, std::min(s.size(), s.find_first_not_of(cs)));
-  if (right) {
-    const size_t e = s.find_last_not_of(cs);
-    s.erase(e == std::string::npos ? 0 : e + 1);
-  }
-  return s;
-}
-
-Value subscript(const Value& base, const Value& key) {
-  if (auto d = std::get_if<std::shared_ptr<Dict>>(&base.v)) {
-    auto it = (*d)->find(key.str());
-    return it == (*d)->end() ? Value() : it->second;
-  }
-  if (auto l = std::get_if<std::shared_ptr<List>>(&base.v)) {
-    int64_t i = as_int(key);
-    if (i < 0) i += int64_t((*l)->size());
-    return i >= 0 && i < int64_t((*l)->size()) ? (**l)[size_t(i)] : Value();
-  }
-  if (auto s = std::get_if<std::string>(&base.v)) {
-    int64_t i = as_int(key);
-    if (i < 0) i += int64_t(s->size());
-    return i >= 0 && i < int64_t(s->size()) ? Value(std::string(1, (*s)[size_t(i)])) : Value();
-  }
-  return Value();
-}
-
 struct Attr : Expr {
   ExprP base;
   std::string name;
@@ -286,87 +153,13 @@ struct Call : Expr {
   Value eval(Scope& s) const override {
     std::vector<Value> a;
     for (auto& e : args) a.push_back(e->eval(s));
-    auto arg = [&](size_t i) { return i < a.size() ? a[i] : Value(); };
-    if (auto* m = dynamic_cast<const Attr*>(callee.get())) {
-      Value self = m->base->eval(s);
-      const std::string& n = m->name;
-      if (auto str = std::get_if<std::string>(&self.v)) {
-        if (n == "startswith") return Value(str->rfind(arg(0).str(), 0) == 0);
-        if (n == "endswith") {
-          const std::string suf = arg(0).str();
-          return Value(str->size() >= suf.size() && str->compare(str->size() - suf.size(), suf.size(), suf) == 0);
-        }
-        if (n == "strip") return Value(strip_chars(*str, arg(0).is_undefined() ? "" : arg(0).str(), true, true));
-        if (n == "lstrip") return Value(strip_chars(*str, arg(0).is_undefined() ? "" : arg(0).str(), true, false));
-        if (n == "rstrip") return Value(strip_chars(*str, arg(0).is_undefined() ? "" : arg(0).str(), false, true));
-        if (n == "upper" || n == "lower") {
-          std::string o = *str;
-          for (auto& ch : o) ch = char(n == "upper" ? std::toupper(static_cast<unsigned char>(ch)) : std::tolower(static_cast<unsigned char>(ch)));
-          return Value(o);
-        }
-        if (n == "replace") {
-          std::string o = *str, from = arg(0).str(), to = arg(1).str();
-          for (size_t p = 0; !from.empty() && (p = o.find(from, p)) != std::string::npos; p += to.size()) o.replace(p, from.size(), to);
-          return Value(o);
-        }
-        if (n == "split") {
-          auto l = std::make_shared<List>();
-          const std::string sep = arg(0).is_undefined() ? "" : arg(0).str();
-          if (sep.empty()) {
-            size_t p = 0;
-            while (true) {
-              p = str->find_first_not_of(" \t\n\r", p);
-              if (p == std::string::npos) break;
-              size_t e = str->find_first_of(" \t\n\r", p);
-              l->push_back(Value(str->substr(p, e - p)));
-              if (e == std::string::npos) break;
-              p = e;
-            }
-          } else {
-            size_t p = 0, e;
-            while ((e = str->find(sep, p)) != std::string::npos) {
-              l->push_back(Value(str->substr(p, e - p)));
-              p = e + sep.size();
-            }
-            l->push_back(Value(str->substr(p)));
-          }
-          return Value(l);
-        }
-      }
-      if (auto d = std::get_if<std::shared_ptr<Dict>>(&self.v)) {
-        if (n == "get") {
-          auto it = (*d)->find(arg(0).str());
-          return it == (*d)->end() ? (a.size() > 1 ? a[1] : Value(nullptr)) : it->second;
-        }
-        if (n == "items" || n == "keys" || n == "values") {
-          auto l = std::make_shared<List>();
-          for (auto& [k, v] : **d) {
-            if (n == "keys") l->push_back(Value(k));
-            else if (n == "values") l->push_back(v);
-            else l->push_back(Value(std::make_shared<List>(List{Value(k), v})));
-          }
-          return Value(l);
-        }
-      }
-      fail("chat template: unknown method '{}'", n);
-    }
-    const std::string fn = dynamic_cast<const Var*>(callee.get()) ? static_cast<const Var*>(callee.get())->name : "";
-    if (fn == "namespace") {
-      auto d = std::make_shared<Dict>();
-      for (auto& [k, e] : kwargs) (*d)[k] = e->eval(s);
-      return Value(d);
-    }
-    if (fn == "range") {
-      auto l = std::make_shared<List>();
-      const int64_t lo = a.size() > 1 ? as_int(a[0]) : 0, hi = as_int(a.size() > 1 ? a[1] : arg(0));
-      for (int64_t i = lo; i < hi; ++i) l->push_back(Value(i));
-      return Value(l);
-    }
-    if (fn == "raise_exception") fail("chat template: {}", arg(0).str());
-    fail("chat template: unknown function '{}'", fn);
+    if (auto* m = dynamic_cast<const Attr*>(callee.get())) return call_method(m->base->eval(s), m->name, a);
+    std::vector<std::pair<std::string, Value>> kw;
+    for (auto& [k, e] : kwargs) kw.emplace_back(k, e->eval(s));
+    const auto* var = dynamic_cast<const Var*>(callee.get());
+    return call_function(var ? var->name : "", a, kw);
   }
 };
-
 struct Unary : Expr {
   std::string op;
   ExprP e;
@@ -459,58 +252,20 @@ struct Filter : Expr {
   std::string name;
   std::vector<ExprP> args;
   Value eval(Scope& s) const override {
-    Value v = base->eval(s);
-    if (name == "trim") return Value(strip_chars(v.str(), "", true, true));
-    if (name == "length" || name == "count") return Value(int64_t(length(v)));
-    if (name == "tojson") return Value(to_json(v));
-    if (name == "string") return Value(v.str());
-    if (name == "upper" || name == "lower") {
-      std::string o = v.str();
-      for (auto& ch : o) ch = char(name == "upper" ? std::toupper(static_cast<unsigned char>(ch)) : std::tolower(static_cast<unsigned char>(ch)));
-      return Value(o);
-    }
-    if (name == "default" || name == "d") return v.is_undefined() ? (args.empty() ? Value("") : args[0]->eval(s)) : v;
-    if (name == "first" || name == "last") {
-      auto l = std::get_if<std::shared_ptr<List>>(&v.v);
-      if (!l || (*l)->empty()) return Value();
-      return name == "first" ? (*l)->front() : (*l)->back();
-    }
-    if (name == "join") {
-      auto l = std::get_if<std::shared_ptr<List>>(&v.v);
-      std::string sep = args.empty() ? "" : args[0]->eval(s).str(), o;
-      if (l)
-        for (size_t i = 0; i < (*l)->size(); ++i) o += (i ? sep : "") + (**l)[i].str();
-      return Value(o);
-    }
-    if (name == "int") return Value(std::holds_alternative<std::string>(v.v) ? int64_t(std::atoll(v.str().c_str())) : as_int(v));
-    if (name == "list") return v;
-    fail("chat template: unknown filter '{}'", name);
+    std::vector<Value> a;
+    for (auto& e : args) a.push_back(e->eval(s));
+    return apply_filter(name, base->eval(s), a);
   }
 };
-
 struct Test : Expr {
   ExprP base;
   std::string name;
   bool negate = false;
   Value eval(Scope& s) const override {
-    Value v = base->eval(s);
-    bool r;
-    if (name == "defined") r = !v.is_undefined();
-    else if (name == "undefined") r = v.is_undefined();
-    else if (name == "none") r = std::holds_alternative<std::nullptr_t>(v.v);
-    else if (name == "string") r = std::holds_alternative<std::string>(v.v);
-    else if (name == "number") r = is_num(v);
-    else if (name == "boolean") r = std::holds_alternative<bool>(v.v);
-    else if (name == "true") r = std::holds_alternative<bool>(v.v) && std::get<bool>(v.v);
-    else if (name == "false") r = std::holds_alternative<bool>(v.v) && !std::get<bool>(v.v);
-    else if (name == "mapping") r = std::holds_alternative<std::shared_ptr<Dict>>(v.v);
-    else if (name == "sequence" || name == "iterable")
-      r = std::holds_alternative<std::shared_ptr<List>>(v.v) || std::holds_alternative<std::string>(v.v);
-    else fail("chat template: unknown test '{}'", name);
+    const bool r = apply_test(name, base->eval(s));
     return Value(negate ? !r : r);
   }
 };
-
 class Parser {
  public:
   explicit Parser(const std::string& src) : t_(lex_expr(src)) {}
