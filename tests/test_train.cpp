@@ -250,6 +250,22 @@ TEST(Trainer, ZeroMqWorkersTrainTheSameDraftAndSurviveADeadWorker) {
   EXPECT_EQ(export_bytes(f.dir.file("zmq")), export_bytes(f.dir.file("threads")));
 }
 
+TEST(Trainer, Bf16ComputeKeepsFp32MasterWeights) {
+  TrainFixture f;
+  auto fp32 = run_training(f.config(f.dir.file("fp32")));
+  auto bf16 = run_training(f.config(f.dir.file("bf16"), {"training.bf16=true"}));
+  EXPECT_EQ(bf16.steps_done, 12);
+  // Same data and init: BF16 matmuls change the numbers a little, not the outcome.
+  EXPECT_NE(export_bytes(f.dir.file("bf16")), export_bytes(f.dir.file("fp32")));
+  ASSERT_EQ(bf16.eval_accuracy.size(), fp32.eval_accuracy.size());
+  for (size_t i = 0; i < bf16.eval_accuracy.size(); ++i) EXPECT_NEAR(bf16.eval_accuracy[i], fp32.eval_accuracy[i], 0.1);
+  // The exported weights are FP32 masters.
+  auto j = nlohmann::json::parse(read_text_file(f.dir.file("bf16") + "/export/config.json"));
+  EXPECT_EQ(j["torch_dtype"], "float32");
+  auto target = load_model(f.target);
+  EXPECT_NO_THROW(Eagle3Draft::load(bf16.export_dir, *target));
+}
+
 TEST(Trainer, NoWorkersStopsCleanlyInsteadOfHanging) {
   TrainFixture f;
   const auto t0 = std::chrono::steady_clock::now();

@@ -2,6 +2,7 @@
 
 #include <spdlog/spdlog.h>
 #include <ATen/CPUGeneratorImpl.h>
+#include <ATen/autocast_mode.h>
 #include <torch/torch.h>
 
 #include <filesystem>
@@ -235,7 +236,6 @@ TrainSummary run_training(const TrainConfig& cfg, const TrainHooks& hooks) {
   const auto wall0 = clock_type::now();
   EAGLET_CHECK(cfg.device == "cpu" || torch::cuda::is_available(),
                "training.device '{}' needs a CUDA build of libtorch; this one is CPU-only", cfg.device);
-  EAGLET_CHECK(!cfg.bf16, "training.bf16 is not supported by this build (fp32 training only)");
   fs::create_directories(cfg.output_dir);
   std::ofstream(cfg.output_dir + "/config.yaml") << cfg.to_yaml();
   ThreadPool::set_global_threads(cfg.inference_threads);
@@ -337,7 +337,13 @@ TrainSummary run_training(const TrainConfig& cfg, const TrainHooks& hooks) {
     TttBatch b = make_batch(target, batch);
     for (auto& group : r.optim->param_groups()) static_cast<torch::optim::AdamWOptions&>(group.options()).lr(lr_at(cfg, r.step));
     r.optim->zero_grad();
+    // bf16 compute: autocast runs the matmuls in BF16 while the weights (and AdamW) stay FP32;
+    // softmax and the loss are computed in FP32 inside ttt_forward either way.
+    at::autocast::set_cpu_enabled(cfg.bf16);
+    at::autocast::set_autocast_cpu_dtype(at::kBFloat16);
     TttResult res = ttt_forward(r.module, b, cfg.ttt_steps, cfg.step_weight, r.d2t_index, r.in_draft);
+    at::autocast::set_cpu_enabled(false);
+    at::autocast::clear_cache();
     res.loss.backward();
     torch::nn::utils::clip_grad_norm_(params, cfg.grad_clip);
     r.optim->step();
