@@ -77,6 +77,29 @@ TEST(Tokenizer, Qwen2MatchesLlamaCppVectors) {
   EXPECT_EQ(tok.encode("<|im_start|>", 0, true), std::vector<int>{151644});
 }
 
+TEST(Tokenizer, LlamaSpmGgufMatchesLlamaCppVectors) {
+  EAGLET_REQUIRE_SHARED();
+  Tokenizer tok = Tokenizer::from_gguf(test::shared_dir() + "/tokenizers/llamacpp_vocab/ggml-vocab-llama-spm.gguf");
+  EXPECT_EQ(tok.vocab_size(), 32000);
+  EXPECT_EQ(tok.bos_id(), 1);
+  EXPECT_EQ(check_llamacpp_vectors(tok, "llama-spm"), 46);
+  Tokenizer phi3 = Tokenizer::from_gguf(test::shared_dir() + "/tokenizers/llamacpp_vocab/ggml-vocab-phi-3.gguf");
+  EXPECT_EQ(check_llamacpp_vectors(phi3, "phi-3"), 46);
+}
+
+TEST(Tokenizer, BadGgufIsAClearError) {
+  test::TempDir d;
+  test::write_text(d.file("x.gguf"), "GGUF\x03");
+  EXPECT_THROW(Tokenizer::from_gguf(d.file("x.gguf")), std::exception);
+  test::write_text(d.file("y.gguf"), "NOPE0000000000000000000000000");
+  try {
+    Tokenizer::from_gguf(d.file("y.gguf"));
+    FAIL();
+  } catch (const std::exception& e) {
+    EXPECT_NE(std::string(e.what()).find("not a GGUF file"), std::string::npos) << e.what();
+  }
+}
+
 TEST(Tokenizer, TiktokenVectors) {
   EAGLET_REQUIRE_SHARED();
   const std::string d = test::shared_dir() + "/tokenizers/tiktoken/";

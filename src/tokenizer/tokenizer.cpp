@@ -5,6 +5,7 @@
 #include <fstream>
 
 #include "core/error.h"
+#include "io/gguf.h"
 #include "io/mapped_file.h"
 #include "tokenizer/bpe.h"
 #include "tokenizer/byte_level.h"
@@ -272,6 +273,51 @@ Tokenizer Tokenizer::from_tiktoken(const std::string& ranks_path, const std::str
   return t;
 }
 
+Tokenizer Tokenizer::from_gguf(const std::string& path) {
+  const json meta = read_gguf_metadata(path);
+  const std::string model = meta.value("tokenizer.ggml.model", "");
+  if (model != "llama") fail("{}: GGUF tokenizer model '{}' is not supported (only 'llama', SentencePiece)", path, model);
+  if (!meta.contains("tokenizer.ggml.tokens") || !meta.contains("tokenizer.ggml.scores"))
+    fail("{}: missing tokenizer.ggml.tokens or tokenizer.ggml.scores", path);
+  const auto& tokens = meta["tokenizer.ggml.tokens"];
+  const auto& scores = meta["tokenizer.ggml.scores"];
+  const json types = meta.value("tokenizer.ggml.token_type", json::array());
+  EAGLET_CHECK(tokens.size() == scores.size(), "{}: {} tokens but {} scores", path, tokens.size(), scores.size());
+  Tokenizer t;
+  t.byte_fallback_ = true;
+  t.strip_leading_space_ = true;
+  t.normalizers_.push_back({Step::Prepend, kSpmSpace, "", false, nullptr});
+  t.normalizers_.push_back({Step::Replace, " ", kSpmSpace, false, nullptr});
+  t.id_to_bytes_.resize(tokens.size());
+  t.id_to_text_.resize(tokens.size());
+  t.is_special_.assign(tokens.size(), false);
+  for (size_t i = 0; i < tokens.size(); ++i) {
+    const std::string text = tokens[i].get<std::string>();
+    const int type = i < types.size() ? types[i].get<int>() : 1;  // 1 normal, 2 unknown, 3 control, 6 byte
+    t.scores_.push_back(scores[i].get<float>());
+    t.id_to_text_[i] = text;
+    const int b = parse_byte_token(text);
+    if (type == 6 && b >= 0) {
+      t.byte_token_[b] = int(i);
+      t.id_to_bytes_[i] = std::string(1, char(b));
+    } else if (type == 3 || type == 2) {
+      t.id_to_bytes_[i] = text;
+      t.add_added_token(text, int(i), true);
+    } else {
+      std::string shown = text;
+      replace_all(shown, kSpmSpace, " ");
+      t.id_to_bytes_[i] = shown;
+      t.bytes_to_id_[text] = int(i);
+    }
+  }
+  t.unk_id_ = int(meta.value("tokenizer.ggml.unknown_token_id", -1));
+  t.bos_id_ = int(meta.value("tokenizer.ggml.bos_token_id", -1));
+  if (meta.contains("tokenizer.ggml.eos_token_id")) t.eos_ids_.push_back(meta["tokenizer.ggml.eos_token_id"].get<int>());
+  t.add_bos_ = meta.value("tokenizer.ggml.add_bos_token", true);
+  t.finish_load();
+  return t;
+}
+
 Tokenizer Tokenizer::bytes() {
   json vocab = json::object();
   vocab["<unk>"] = 0;
@@ -400,7 +446,12 @@ void Tokenizer::encode_piece(const std::string& piece, std::vector<int>* out) co
     i += n;
   }
   MergeFn merge;
-  if (rank_by_merged_bytes_) {
+  if (!scores_.empty()) {
+    merge = [this](int a, int b) {
+      auto it = bytes_to_id_.find(id_to_text_[size_t(a)] + id_to_text_[size_t(b)]);
+      return it == bytes_to_id_.end() ? MergeResult{} : MergeResult{true, -double(scores_[size_t(it->second)]), it->second};
+    };
+  } else if (rank_by_merged_bytes_) {
     merge = [this](int a, int b) {
       auto it = bytes_to_id_.find(id_to_bytes_[size_t(a)] + id_to_bytes_[size_t(b)]);
       return it == bytes_to_id_.end() ? MergeResult{} : MergeResult{true, double(it->second), it->second};

@@ -23,6 +23,8 @@ class Tokenizer {
   // A tiktoken `.tiktoken` rank file with its split pattern and special tokens.
   static Tokenizer from_tiktoken(const std::string& ranks_path, const std::string& pattern,
                                  const std::vector<std::pair<std::string, int>>& specials);
+  // A llama.cpp GGUF vocabulary with the SentencePiece ("llama") model: merges by token score.
+  static Tokenizer from_gguf(const std::string& path);
   // <unk>=0, <s>=1, </s>=2, then bytes 0x00..0xFF as ids 3..258 (the built-in model's vocabulary).
   static Tokenizer bytes();
 
@@ -64,6 +66,8 @@ class Tokenizer {
   std::unordered_map<std::string, int> bytes_to_id_;
   std::unordered_map<uint64_t, std::pair<int, int>> merges_;  // (left,right) -> (rank, merged)
   bool rank_by_merged_bytes_ = false;  // tiktoken: priority is the rank of the merged token
+  std::vector<float> scores_;          // SentencePiece (GGUF): highest-scoring merge first
+  std::vector<std::string> id_to_text_;  // vocabulary strings as stored (with U+2581), score mode
   std::vector<Step> normalizers_, pre_tokenizers_;
   bool byte_level_ = false;     // initial symbols are bytes (else UTF-8 characters)
   bool byte_fallback_ = false;
