@@ -71,15 +71,7 @@ struct ChatFixture {
   std::string target, data;
   ChatFixture() {
     target = dir.file("target");
-    test::TinyModelSpec ts;
-    ts.vocab = 259;
-    ts.layers = 4;
-    test::write_tiny_model(target, ts);
-    std::filesystem::copy_file(test::source_dir() + "/tests/data/bytes_tokenizer.json", target + "/tokenizer.json");
-    nlohmann::json cfg = {{"bos_token", "<s>"}, {"eos_token", "</s>"}, {"add_bos_token", true},
-                          {"chat_template", "{{ bos_token }}{% for m in messages %}[{{ m['role'] }}] {{ m['content'] }}</s>"
-                                            "{% endfor %}{% if add_generation_prompt %}[assistant] {% endif %}"}};
-    test::write_text(target + "/tokenizer_config.json", cfg.dump());
+    test::write_byte_vocab_target(target, /*chat_template=*/true);
     data = dir.file("chat.jsonl");
     test::write_text(data,
                      R"({"conversations": [{"from": "human", "value": "hi cat"}, {"from": "gpt", "value": "meow"}]})" "\n"

@@ -136,11 +136,7 @@ struct TrainFixture {
   std::string target, data;
   TrainFixture() {
     target = dir.file("target");
-    test::TinyModelSpec ts;
-    ts.vocab = 259;  // the byte tokenizer's vocabulary, so tokenizer.json can be the built-in one
-    ts.layers = 4;
-    test::write_tiny_model(target, ts);
-    std::filesystem::copy_file(test::source_dir() + "/tests/data/bytes_tokenizer.json", target + "/tokenizer.json");
+    test::write_byte_vocab_target(target);
     data = dir.file("data.txt");
     std::string text;
     for (int i = 0; i < 60; ++i) text += "sample " + std::to_string(i) + ": the cat sat on the mat " + std::to_string(i * 7) + "\n";
@@ -306,10 +302,7 @@ namespace {
 
 TEST(Trainer, TrainsOnChatDataWithAndWithoutRegeneration) {
   TrainFixture f;
-  nlohmann::json cfg = {{"bos_token", "<s>"}, {"eos_token", "</s>"}, {"add_bos_token", true},
-                        {"chat_template", "{{ bos_token }}{% for m in messages %}[{{ m['role'] }}] {{ m['content'] }}</s>"
-                                          "{% endfor %}{% if add_generation_prompt %}[assistant] {% endif %}"}};
-  test::write_text(f.target + "/tokenizer_config.json", cfg.dump());
+  test::write_byte_vocab_target(f.target, /*chat_template=*/true);
   std::string chat;
   for (int i = 0; i < 30; ++i)
     chat += nlohmann::json{{"messages", {{{"role", "user"}, {"content", "count to " + std::to_string(i)}},

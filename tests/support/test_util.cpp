@@ -127,6 +127,20 @@ void write_tiny_model(const std::string& dir, const TinyModelSpec& s) {
   write_safetensors(dir + "/model.safetensors", rt.tensors());
 }
 
+void write_byte_vocab_target(const std::string& dir, bool chat_template) {
+  TinyModelSpec ts;
+  ts.vocab = 259;  // <unk>, <s>, </s> and the 256 bytes
+  ts.layers = 4;
+  write_tiny_model(dir, ts);
+  std::filesystem::copy_file(source_dir() + "/tests/data/bytes_tokenizer.json", dir + "/tokenizer.json",
+                             std::filesystem::copy_options::overwrite_existing);
+  if (!chat_template) return;
+  nlohmann::json cfg = {{"bos_token", "<s>"}, {"eos_token", "</s>"}, {"add_bos_token", true},
+                        {"chat_template", "{{ bos_token }}{% for m in messages %}[{{ m['role'] }}] {{ m['content'] }}</s>"
+                                          "{% endfor %}{% if add_generation_prompt %}[assistant] {% endif %}"}};
+  write_text(dir + "/tokenizer_config.json", cfg.dump());
+}
+
 void RandomTensors::add(const std::string& name, std::vector<int64_t> shape, float stddev, float mean) {
   size_t n = 1;
   for (auto d : shape) n *= size_t(d);

@@ -54,6 +54,9 @@ struct TinyModelSpec {
 };
 void write_tiny_model(const std::string& dir, const TinyModelSpec& spec);
 inline void PrintTo(const TinyModelSpec& s, std::ostream* os) { *os << s.architecture; }
+// A tiny 4-layer Llama over the built-in byte vocabulary (tokenizer.json included), optionally
+// with a chat template ("[role] content</s>" per message, "[assistant] " as generation prompt).
+void write_byte_vocab_target(const std::string& dir, bool chat_template = false);
 
 // Float data as raw bytes of `dtype` (F32 or BF16), for safetensors writers.
 std::string float_bytes(const std::vector<float>& v, DType dtype);
