@@ -10,11 +10,14 @@ namespace eaglet {
 KvCache::KvCache(const KvCacheShape& shape) : shape_(shape) {
   EAGLET_CHECK(shape.num_blocks > 0 && shape.block_size > 0, "KV cache: needs at least one block");
   block_stride_ = size_t(shape.block_size) * size_t(shape.num_kv_heads) * size_t(shape.head_dim);
+  aux_stride_ = size_t(shape.block_size) * size_t(shape.aux_dim);
   k_.resize(size_t(shape.num_layers));
   v_.resize(size_t(shape.num_layers));
+  aux_.resize(size_t(shape.num_layers));
   for (int l = 0; l < shape.num_layers; ++l) {
     k_[size_t(l)].resize(block_stride_ * size_t(shape.num_blocks));
     v_[size_t(l)].resize(block_stride_ * size_t(shape.num_blocks));
+    aux_[size_t(l)].resize(aux_stride_ * size_t(shape.num_blocks));
   }
   refcount_.assign(size_t(shape.num_blocks), 0);
   free_.reserve(size_t(shape.num_blocks));
@@ -48,6 +51,7 @@ void KvCache::copy_block(int32_t from, int32_t to) {
   for (int l = 0; l < shape_.num_layers; ++l) {
     std::memcpy(key_block(l, to), key_block(l, from), block_stride_ * sizeof(float));
     std::memcpy(value_block(l, to), value_block(l, from), block_stride_ * sizeof(float));
+    if (aux_stride_) std::memcpy(aux_block(l, to), aux_block(l, from), aux_stride_ * sizeof(float));
   }
 }
 
@@ -122,6 +126,11 @@ float* KvCache::key(int layer, SeqId seq, int64_t pos) {
 float* KvCache::value(int layer, SeqId seq, int64_t pos) {
   const Seq& s = get(seq);
   return value_block(layer, s.blocks[size_t(pos / shape_.block_size)]) + size_t(pos % shape_.block_size) * size_t(row_stride());
+}
+
+float* KvCache::aux(int layer, SeqId seq, int64_t pos) {
+  const Seq& s = get(seq);
+  return aux_block(layer, s.blocks[size_t(pos / shape_.block_size)]) + size_t(pos % shape_.block_size) * size_t(shape_.aux_dim);
 }
 
 const std::vector<int32_t>& KvCache::block_table(SeqId seq) const { return get(seq).blocks; }

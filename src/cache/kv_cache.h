@@ -18,6 +18,9 @@ struct KvCacheShape {
   int head_dim = 0;
   int block_size = 16;   // tokens per block
   int64_t num_blocks = 0;
+  // Extra floats per token and layer that live and die with the token's K/V, e.g. the index keys
+  // of MiniMax sparse attention (forks share them, truncate rolls them back).
+  int aux_dim = 0;
 };
 
 class KvCache {
@@ -51,6 +54,9 @@ class KvCache {
   float* key_block(int layer, int32_t block) { return k_[size_t(layer)].data() + size_t(block) * block_stride_; }
   float* value_block(int layer, int32_t block) { return v_[size_t(layer)].data() + size_t(block) * block_stride_; }
   int64_t row_stride() const { return int64_t(shape_.num_kv_heads) * shape_.head_dim; }
+  // The aux_dim-float row of a token (see KvCacheShape::aux_dim).
+  float* aux(int layer, SeqId seq, int64_t pos);
+  float* aux_block(int layer, int32_t block) { return aux_[size_t(layer)].data() + size_t(block) * aux_stride_; }
 
  private:
   struct Seq {
@@ -64,8 +70,8 @@ class KvCache {
   void copy_block(int32_t from, int32_t to);
 
   KvCacheShape shape_;
-  size_t block_stride_;
-  std::vector<std::vector<float>> k_, v_;  // [layer][block * block_size * kv_heads * head_dim]
+  size_t block_stride_, aux_stride_;
+  std::vector<std::vector<float>> k_, v_, aux_;  // [layer][block * block_size * kv_heads * head_dim]
   std::vector<int32_t> refcount_;
   std::vector<int32_t> free_;
   std::unordered_map<SeqId, Seq> seqs_;

@@ -1,3 +1,4 @@
+#include <algorithm>
 #include <cmath>
 #include <vector>
 
@@ -20,33 +21,85 @@ const IsaTable& table_for(Isa isa) {
 
 const IsaTable& active_table() { return table_for(active_isa()); }
 
+namespace {
+
+// One matmul ready to run on any range of output columns: activations already rounded to BF16
+// when the weights are BF16 and the CPU multiplies BF16 pairs.
+class PreparedMatmul {
+ public:
+  PreparedMatmul(const IsaTable& t, const float* x, int64_t M, const WeightView& w, float* y)
+      : t_(t), x_(x), M_(M), w_(w), y_(y) {
+    bf16_dot_ = w.dtype == DType::BF16 && t.matmul_bf16_bf16;
+    if (bf16_dot_) {
+      xb_.resize(size_t(M * w.cols));
+      for (int64_t i = 0; i < M * w.cols; ++i) xb_[size_t(i)] = f32_to_bf16(x[i]);
+    }
+    if (w.dtype == DType::F8_E4M3)
+      EAGLET_CHECK(w.quant != QuantScheme::None && w.cols % kMxGroup == 0,
+                   "FP8 matmul needs block scales and K ({}) a multiple of {}", w.cols, kMxGroup);
+  }
+
+  void run(int64_t n0, int64_t n1, const float* bias) const {
+    const int64_t K = w_.cols, N = w_.rows;
+    switch (w_.dtype) {
+      case DType::F32: t_.matmul_f32(x_, M_, K, static_cast<const float*>(w_.data), n0, n1, y_, N); break;
+      case DType::BF16:
+        if (bf16_dot_) t_.matmul_bf16_bf16(xb_.data(), M_, K, static_cast<const bf16_t*>(w_.data), n0, n1, y_, N);
+        else t_.matmul_bf16(x_, M_, K, static_cast<const bf16_t*>(w_.data), n0, n1, y_, N);
+        break;
+      case DType::F8_E4M3:
+        t_.matmul_fp8(x_, M_, K, static_cast<const uint8_t*>(w_.data), w_.fp8_scales(), n0, n1, y_, N);
+        break;
+      default: fail("matmul: unsupported weight dtype {}", dtype_name(w_.dtype));
+    }
+    if (bias)
+      for (int64_t m = 0; m < M_; ++m)
+        for (int64_t n = n0; n < n1; ++n) y_[m * N + n] += bias[n];
+  }
+
+ private:
+  const IsaTable& t_;
+  const float* x_;
+  int64_t M_;
+  const WeightView& w_;
+  float* y_;
+  bool bf16_dot_ = false;
+  std::vector<bf16_t> xb_;
+};
+
+constexpr int64_t kRowGrain = 16;
+
+}  // namespace
+
 void matmul(const float* x, int64_t M, const WeightView& w, float* y, const float* bias,
             ThreadPool* pool) {
-  const IsaTable& t = active_table();
-  const int64_t K = w.cols, N = w.rows;
   if (!pool) pool = &ThreadPool::global();
-  // Only round activations to BF16 when the weights are BF16 and the CPU multiplies BF16 pairs.
-  thread_local std::vector<bf16_t> xb;
-  const bool bf16_dot = w.dtype == DType::BF16 && t.matmul_bf16_bf16;
-  if (bf16_dot) {
-    xb.resize(size_t(M * K));
-    for (int64_t i = 0; i < M * K; ++i) xb[size_t(i)] = f32_to_bf16(x[i]);
+  PreparedMatmul mm(active_table(), x, M, w, y);
+  pool->parallel_for(w.rows, [&](int64_t n0, int64_t n1, int) { mm.run(n0, n1, bias); }, kRowGrain);
+}
+
+void matmul_grouped(const MatmulJob* jobs, size_t num_jobs, ThreadPool* pool) {
+  if (!pool) pool = &ThreadPool::global();
+  std::vector<PreparedMatmul> prepared;
+  prepared.reserve(num_jobs);
+  // Each job's rows are padded to the grain so a thread's chunk never straddles two jobs mid-tile.
+  std::vector<int64_t> start(num_jobs + 1, 0);
+  for (size_t j = 0; j < num_jobs; ++j) {
+    prepared.emplace_back(active_table(), jobs[j].x, jobs[j].M, *jobs[j].w, jobs[j].y);
+    start[j + 1] = start[j] + (jobs[j].w->rows + kRowGrain - 1) / kRowGrain * kRowGrain;
   }
-  const bf16_t* xbp = xb.data();
   pool->parallel_for(
-      N,
-      [&](int64_t n0, int64_t n1, int) {
-        if (w.dtype == DType::F32)
-          t.matmul_f32(x, M, K, static_cast<const float*>(w.data), n0, n1, y, N);
-        else if (bf16_dot)
-          t.matmul_bf16_bf16(xbp, M, K, static_cast<const bf16_t*>(w.data), n0, n1, y, N);
-        else
-          t.matmul_bf16(x, M, K, static_cast<const bf16_t*>(w.data), n0, n1, y, N);
-        if (bias)
-          for (int64_t m = 0; m < M; ++m)
-            for (int64_t n = n0; n < n1; ++n) y[m * N + n] += bias[n];
+      start[num_jobs],
+      [&](int64_t b, int64_t e, int) {
+        size_t j = size_t(std::upper_bound(start.begin(), start.end(), b) - start.begin()) - 1;
+        for (; j < num_jobs && start[j] < e; ++j) {
+          const int64_t n0 = std::max(b, start[j]) - start[j];
+          const int64_t n1 = std::min({e, start[j + 1]}) - start[j];
+          const int64_t rows = jobs[j].w->rows;
+          if (jobs[j].M > 0 && n0 < std::min(n1, rows)) prepared[j].run(n0, std::min(n1, rows), nullptr);
+        }
       },
-      /*grain=*/16);
+      kRowGrain);
 }
 
 float dot(const float* a, const float* b, int64_t n) { return active_table().dot(a, b, n); }

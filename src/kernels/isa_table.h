@@ -4,6 +4,7 @@
 
 #include "core/cpu_features.h"
 #include "core/dtype.h"
+#include "kernels/quant.h"
 
 namespace eaglet::kernels {
 
@@ -16,6 +17,10 @@ using MatmulBf16Fn = void (*)(const float* x, int64_t M, int64_t K, const bf16_t
 using MatmulBf16xBf16Fn = void (*)(const bf16_t* x, int64_t M, int64_t K, const bf16_t* w,
                                    int64_t n0, int64_t n1, float* y, int64_t ldy);
 
+// e4m3 weights with per-block scales (see quant.h); K is a multiple of kMxGroup.
+using MatmulFp8Fn = void (*)(const float* x, int64_t M, int64_t K, const uint8_t* w,
+                             const Fp8Scales& scales, int64_t n0, int64_t n1, float* y, int64_t ldy);
+
 struct IsaTable {
   Isa isa;
   MatmulF32Fn matmul_f32;
@@ -25,6 +30,7 @@ struct IsaTable {
   void (*axpy)(float, const float*, float*, int64_t);
   void (*rmsnorm)(const float*, const float*, float, float*, int64_t);
   void (*silu_mul)(const float*, const float*, float*, int64_t);
+  MatmulFp8Fn matmul_fp8;
 };
 
 const IsaTable& scalar_table();

@@ -4,6 +4,7 @@
 #include <cstring>
 
 #include "kernels/isa_table.h"
+#include "kernels/simd_fp8_matmul.inl"
 #include "kernels/simd_matmul.inl"
 
 namespace eaglet::kernels {
@@ -51,6 +52,32 @@ void matmul_bf16(const float* x, int64_t M, int64_t K, const bf16_t* w, int64_t 
   simd::matmul<F32Engine>(x, M, K, w, n0, n1, y, ldy);
 }
 
+// 8 e4m3 bytes -> F16 bit patterns (value / 256, NaN codes kept NaN) -> F32 times the scale.
+struct Fp8Engine {
+  using Acc = __m256;
+  static constexpr int kStep = 8, kMR = 2;
+  static Acc zero() { return _mm256_setzero_ps(); }
+  static __m256 load_x(const float* p) { return _mm256_loadu_ps(p); }
+  static __m256 decode(const uint8_t* p, float scale256) {
+    const __m128i b = _mm_cvtepu8_epi16(_mm_loadl_epi64((const __m128i*)p));
+    const __m128i mag = _mm_and_si128(b, _mm_set1_epi16(0x7f));
+    __m128i h = _mm_or_si128(_mm_slli_epi16(_mm_and_si128(b, _mm_set1_epi16(0x80)), 8), _mm_slli_epi16(mag, 7));
+    const __m128i nan = _mm_cmpeq_epi16(mag, _mm_set1_epi16(0x7f));
+    h = _mm_or_si128(h, _mm_and_si128(nan, _mm_set1_epi16(0x7e00)));
+    return _mm256_mul_ps(_mm256_cvtph_ps(h), _mm256_set1_ps(scale256));
+  }
+  static __m256 decode_huge(const uint8_t* p, float scale) {
+    return _mm256_mul_ps(decode(p, 256.0f), _mm256_set1_ps(scale));
+  }
+  static Acc madd(Acc a, __m256 x, __m256 w) { return _mm256_fmadd_ps(x, w, a); }
+  static float reduce(Acc a) { return F32Engine::reduce(a); }
+};
+
+void matmul_fp8(const float* x, int64_t M, int64_t K, const uint8_t* w, const Fp8Scales& s,
+                int64_t n0, int64_t n1, float* y, int64_t ldy) {
+  simd::matmul_fp8<Fp8Engine>(x, M, K, w, s, n0, n1, y, ldy);
+}
+
 float dot(const float*, const float*, int64_t);
 void axpy(float, const float*, float*, int64_t);
 void rmsnorm(const float*, const float*, float, float*, int64_t);
@@ -59,7 +86,8 @@ void rmsnorm(const float*, const float*, float, float*, int64_t);
 
 const IsaTable& avx2_table() {
   static const IsaTable t{Isa::Avx2, avx2::matmul_f32, avx2::matmul_bf16, nullptr,
-                          avx2::dot, avx2::axpy, avx2::rmsnorm, scalar_table().silu_mul};
+                          avx2::dot, avx2::axpy, avx2::rmsnorm, scalar_table().silu_mul,
+                          avx2::matmul_fp8};
   return t;
 }
 

@@ -3,6 +3,7 @@
 #include <immintrin.h>
 
 #include "kernels/isa_table.h"
+#include "kernels/simd_fp8_matmul.inl"
 #include "kernels/simd_matmul.inl"
 
 #ifndef EAGLET_DECODE_NR
@@ -62,6 +63,33 @@ void matmul_bf16_bf16(const bf16_t* x, int64_t M, int64_t K, const bf16_t* w, in
   simd::matmul<Bf16DotEngine>(x, M, K, w, n0, n1, y, ldy);
 }
 
+// 16 e4m3 bytes -> F16 bit patterns (value / 256, NaN codes kept NaN) -> F32 times the scale.
+struct Fp8Engine {
+  using Acc = __m512;
+  static constexpr int kStep = 16, kMR = 4;
+  static Acc zero() { return _mm512_setzero_ps(); }
+  static __m512 load_x(const float* p) { return _mm512_loadu_ps(p); }
+  static __m512 decode(const uint8_t* p, float scale256) {
+    const __m256i b = _mm256_cvtepu8_epi16(_mm_loadu_si128((const __m128i*)p));
+    const __m256i mag = _mm256_and_si256(b, _mm256_set1_epi16(0x7f));
+    __m256i h = _mm256_or_si256(_mm256_slli_epi16(_mm256_and_si256(b, _mm256_set1_epi16(0x80)), 8),
+                                _mm256_slli_epi16(mag, 7));
+    const __mmask16 nan = _mm256_cmpeq_epi16_mask(mag, _mm256_set1_epi16(0x7f));
+    h = _mm256_mask_mov_epi16(h, nan, _mm256_or_si256(h, _mm256_set1_epi16(0x7e00)));
+    return _mm512_mul_ps(_mm512_cvtph_ps(h), _mm512_set1_ps(scale256));
+  }
+  static __m512 decode_huge(const uint8_t* p, float scale) {
+    return _mm512_mul_ps(decode(p, 256.0f), _mm512_set1_ps(scale));
+  }
+  static Acc madd(Acc a, __m512 x, __m512 w) { return _mm512_fmadd_ps(x, w, a); }
+  static float reduce(Acc a) { return _mm512_reduce_add_ps(a); }
+};
+
+void matmul_fp8(const float* x, int64_t M, int64_t K, const uint8_t* w, const Fp8Scales& s,
+                int64_t n0, int64_t n1, float* y, int64_t ldy) {
+  simd::matmul_fp8<Fp8Engine>(x, M, K, w, s, n0, n1, y, ldy);
+}
+
 float dot(const float*, const float*, int64_t);
 void axpy(float, const float*, float*, int64_t);
 void rmsnorm(const float*, const float*, float, float*, int64_t);
@@ -70,14 +98,15 @@ void rmsnorm(const float*, const float*, float, float*, int64_t);
 
 const IsaTable& avx512_table() {
   static const IsaTable t{Isa::Avx512, avx512::matmul_f32, avx512::matmul_bf16, nullptr,
-                          avx512::dot, avx512::axpy, avx512::rmsnorm, scalar_table().silu_mul};
+                          avx512::dot, avx512::axpy, avx512::rmsnorm, scalar_table().silu_mul,
+                          avx512::matmul_fp8};
   return t;
 }
 
 const IsaTable& avx512bf16_table() {
   static const IsaTable t{Isa::Avx512Bf16, avx512::matmul_f32, avx512::matmul_bf16,
                           avx512::matmul_bf16_bf16, avx512::dot, avx512::axpy, avx512::rmsnorm,
-                          scalar_table().silu_mul};
+                          scalar_table().silu_mul, avx512::matmul_fp8};
   return t;
 }
 

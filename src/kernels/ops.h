@@ -10,6 +10,7 @@
 #include <cstdint>
 
 #include "core/dtype.h"
+#include "kernels/quant.h"
 
 namespace eaglet {
 class ThreadPool;
@@ -19,15 +20,31 @@ namespace eaglet::kernels {
 
 // A row-major weight matrix [rows = out features, cols = in features].
 struct WeightView {
-  DType dtype = DType::F32;  // F32 or BF16
+  DType dtype = DType::F32;  // F32, BF16, or F8_E4M3 with `quant` and `scales`
   const void* data = nullptr;
   int64_t rows = 0, cols = 0;
-  size_t nbytes() const { return size_t(rows) * size_t(cols) * dtype_size(dtype); }
+  QuantScheme quant = QuantScheme::None;
+  const void* scales = nullptr;
+  size_t scale_bytes = 0;
+
+  // Bytes a full pass over the matrix reads (scales included).
+  size_t nbytes() const { return size_t(rows) * size_t(cols) * dtype_size(dtype) + scale_bytes; }
+  Fp8Scales fp8_scales() const { return Fp8Scales{quant, scales, cols}; }
 };
 
 // y[M, N] = x[M, K] * w[N, K]^T (+ bias[N] when given). Threads split the N dimension.
 void matmul(const float* x, int64_t M, const WeightView& w, float* y, const float* bias = nullptr,
             ThreadPool* pool = nullptr);
+
+// Several independent matmuls (e.g. the experts of one MoE layer) in one fork-join: threads split
+// the concatenated output rows of all jobs, so small experts still keep every thread busy.
+struct MatmulJob {
+  const float* x;  // [M, w.cols]
+  int64_t M;
+  const WeightView* w;
+  float* y;        // [M, w.rows]
+};
+void matmul_grouped(const MatmulJob* jobs, size_t num_jobs, ThreadPool* pool = nullptr);
 
 float dot(const float* a, const float* b, int64_t n);
 void axpy(float a, const float* x, float* y, int64_t n);  // y += a * x

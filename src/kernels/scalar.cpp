@@ -58,11 +58,22 @@ void silu_mul(const float* g, const float* u, float* out, int64_t n) {
   for (int64_t i = 0; i < n; ++i) out[i] = g[i] / (1.0f + std::exp(-g[i])) * u[i];
 }
 
+void matmul_fp8(const float* x, int64_t M, int64_t K, const uint8_t* w, const Fp8Scales& s,
+                int64_t n0, int64_t n1, float* y, int64_t ldy) {
+  for (int64_t m = 0; m < M; ++m)
+    for (int64_t n = n0; n < n1; ++n) {
+      float acc = 0;
+      for (int64_t k = 0; k < K; ++k) acc += x[m * K + k] * (e4m3_to_f32(w[n * K + k]) * s.scale(n, k));
+      y[m * ldy + n] = acc;
+    }
+}
+
 }  // namespace
 
 const IsaTable& scalar_table() {
   static const IsaTable t{Isa::Scalar, matmul_f32, matmul_bf16, matmul_bf16_bf16,
-                          dot,         axpy,       rmsnorm,     silu_mul};
+                          dot,         axpy,       rmsnorm,     silu_mul,
+                          matmul_fp8};
   return t;
 }
 

@@ -30,36 +30,44 @@ void store_kv(KvCache& cache, int layer, const std::vector<TokenSlot>& slots, co
   }
 }
 
+void attend_head(KvCache& cache, int layer, SeqId seq, int kv_head, int head_dim, const float* q,
+                 const PosSpan* spans, size_t num_spans, float* out) {
+  thread_local std::vector<float> scores;
+  const auto& table = cache.block_table(seq);
+  const int bs = cache.shape().block_size;
+  const int64_t row = cache.row_stride();
+  const float scale = 1.0f / std::sqrt(float(head_dim));
+  int64_t n = 0;
+  for (size_t i = 0; i < num_spans; ++i) n += spans[i].end - spans[i].begin;
+  scores.resize(size_t(n));
+  int64_t idx = 0;
+  for (size_t i = 0; i < num_spans; ++i)
+    for (int64_t p = spans[i].begin; p < spans[i].end; ++p) {
+      const float* kp = cache.key_block(layer, table[size_t(p / bs)]) + (p % bs) * row + kv_head * head_dim;
+      scores[size_t(idx++)] = kernels::dot(q, kp, head_dim) * scale;
+    }
+  kernels::softmax(scores.data(), n);
+  std::memset(out, 0, sizeof(float) * size_t(head_dim));
+  idx = 0;
+  for (size_t i = 0; i < num_spans; ++i)
+    for (int64_t p = spans[i].begin; p < spans[i].end; ++p) {
+      const float* vp = cache.value_block(layer, table[size_t(p / bs)]) + (p % bs) * row + kv_head * head_dim;
+      kernels::axpy(scores[size_t(idx++)], vp, out, head_dim);
+    }
+}
+
 void paged_attention(KvCache& cache, int layer, const std::vector<TokenSlot>& slots,
                      const AttentionShape& s, const float* q, float* out) {
   const int64_t T = int64_t(slots.size());
   const int group = s.num_heads / s.num_kv_heads;
   const int hd = s.head_dim;
-  const int bs = cache.shape().block_size;
-  const int64_t row = cache.row_stride();
-  const float scale = 1.0f / std::sqrt(float(hd));
   ThreadPool::global().parallel_for(T * s.num_heads, [&](int64_t b, int64_t e, int) {
-    thread_local std::vector<float> scores;
     for (int64_t i = b; i < e; ++i) {
       const int64_t t = i / s.num_heads;
       const int h = int(i % s.num_heads);
-      const int kvh = h / group;
-      const TokenSlot& slot = slots[size_t(t)];
-      const auto& table = cache.block_table(slot.seq);
-      const float* qh = q + (t * s.num_heads + h) * hd;
-      const int64_t n = slot.pos + 1;
-      scores.resize(size_t(n));
-      for (int64_t p = 0; p < n; ++p) {
-        const float* kp = cache.key_block(layer, table[size_t(p / bs)]) + (p % bs) * row + kvh * hd;
-        scores[size_t(p)] = kernels::dot(qh, kp, hd) * scale;
-      }
-      kernels::softmax(scores.data(), n);
-      float* oh = out + (t * s.num_heads + h) * hd;
-      std::memset(oh, 0, sizeof(float) * size_t(hd));
-      for (int64_t p = 0; p < n; ++p) {
-        const float* vp = cache.value_block(layer, table[size_t(p / bs)]) + (p % bs) * row + kvh * hd;
-        kernels::axpy(scores[size_t(p)], vp, oh, hd);
-      }
+      const PosSpan all{0, slots[size_t(t)].pos + 1};
+      attend_head(cache, layer, slots[size_t(t)].seq, h / group, hd, q + (t * s.num_heads + h) * hd, &all, 1,
+                  out + (t * s.num_heads + h) * hd);
     }
   });
 }

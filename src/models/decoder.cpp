@@ -5,6 +5,7 @@
 
 #include "core/error.h"
 #include "core/thread_pool.h"
+#include "models/batch_forward.h"
 
 namespace eaglet {
 
@@ -148,67 +149,21 @@ void DecoderModel::layer_forward(int l, KvCache& cache, const std::vector<TokenS
 
 void DecoderModel::forward(KvCache& cache, const ForwardBatch& batch, ForwardOutput* out) {
   const int64_t H = cfg_.hidden;
-  // Reserve all-or-nothing so a full cache leaves every sequence as it was.
-  std::vector<std::pair<SeqId, int64_t>> reserved;
-  for (auto& c : batch.chunks) {
-    const int64_t len = cache.length(c.seq);
-    if (len + int64_t(c.tokens.size()) > cfg_.max_position)
-      fail("sequence of {} tokens exceeds the model's context length {}", len + c.tokens.size(), cfg_.max_position);
-    if (!cache.reserve(c.seq, int64_t(c.tokens.size()))) {
-      for (auto& [s, n] : reserved) cache.truncate(s, n);
-      fail("KV cache is full ({} blocks)", cache.total_blocks());
-    }
-    reserved.emplace_back(c.seq, len);
-  }
-  std::vector<TokenSlot> slots;
   std::vector<int> tokens;
-  for (auto& c : batch.chunks) {
-    const int64_t start = cache.length(c.seq);
-    for (size_t i = 0; i < c.tokens.size(); ++i) {
-      slots.push_back({c.seq, start + int64_t(i)});
-      tokens.push_back(c.tokens[i]);
-    }
-  }
+  const std::vector<TokenSlot> slots = reserve_batch(cache, batch, cfg_.max_position, &tokens);
   const int64_t T = int64_t(tokens.size());
   std::vector<float> x(size_t(T * H));
   embed(tokens.data(), T, x.data());
-
-  const size_t ntaps = batch.tap_layers.size();
-  out->num_tokens = T;
-  out->taps.assign(ntaps ? size_t(T) * ntaps * size_t(H) : 0, 0.0f);
-  for (int id : batch.tap_layers)
-    EAGLET_CHECK(id >= 0 && id <= cfg_.num_layers, "hidden-state tap {} is out of range [0, {}]", id, cfg_.num_layers);
-  auto take_taps = [&](int id) {
-    for (size_t j = 0; j < ntaps; ++j) {
-      if (batch.tap_layers[j] != id) continue;
-      for (int64_t t = 0; t < T; ++t)
-        std::memcpy(&out->taps[(size_t(t) * ntaps + j) * size_t(H)], &x[size_t(t * H)], size_t(H) * sizeof(float));
-    }
-  };
-  take_taps(0);
+  TapCollector taps(batch, cfg_.num_layers, T, H, out);
+  taps.take(0, x.data());
   for (int l = 0; l < cfg_.num_layers; ++l) {
     layer_forward(l, cache, slots, x.data());
-    take_taps(l + 1);
+    taps.take(l + 1, x.data());
   }
-  for (auto& c : batch.chunks) cache.commit(c.seq, int64_t(c.tokens.size()));
-
-  std::vector<int64_t> rows;
-  int64_t base = 0;
-  for (auto& c : batch.chunks) {
-    for (int r : c.logit_rows) {
-      EAGLET_CHECK(r >= 0 && r < int(c.tokens.size()), "logit row {} outside a chunk of {} tokens", r, c.tokens.size());
-      rows.push_back(base + r);
-    }
-    base += int64_t(c.tokens.size());
-  }
-  out->num_logit_rows = int64_t(rows.size());
-  out->logits.resize(rows.size() * size_t(cfg_.vocab));
-  if (rows.empty()) return;
-  std::vector<float> sel(rows.size() * size_t(H));
-  for (size_t i = 0; i < rows.size(); ++i)
-    std::memcpy(&sel[i * size_t(H)], &x[size_t(rows[i] * H)], size_t(H) * sizeof(float));
-  final_norm(sel.data(), int64_t(rows.size()), sel.data());
-  kernels::matmul(sel.data(), int64_t(rows.size()), lm_head_, out->logits.data());
+  out->weight_bytes_read = weight_bytes_per_token() - lm_head_.nbytes();
+  out->experts_touched = 0;
+  finish_forward(cache, batch, x.data(), H, cfg_.vocab,
+                 [this](const float* in, int64_t rows, float* o) { final_norm(in, rows, o); }, lm_head_, out);
 }
 
 }  // namespace eaglet

@@ -44,6 +44,10 @@ struct ForwardOutput {
   int64_t num_logit_rows = 0;
   std::vector<float> taps;    // [num_tokens, tap_layers.size() * hidden]
   int64_t num_tokens = 0;
+  // What the forward read, for bandwidth figures: weight bytes, and for MoE models the distinct
+  // experts touched (summed over layers).
+  size_t weight_bytes_read = 0;
+  int64_t experts_touched = 0;
 };
 
 class Model {

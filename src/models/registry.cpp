@@ -11,6 +11,8 @@ ModelRegistry& ModelRegistry::instance() {
     register_llama(*reg);
     register_qwen2(*reg);
     register_qwen3(*reg);
+    register_minimax_m2(*reg);
+    register_minimax_m3(*reg);
     return reg;
   }();
   return *r;

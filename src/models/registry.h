@@ -28,5 +28,7 @@ class ModelRegistry {
 void register_llama(ModelRegistry& r);
 void register_qwen2(ModelRegistry& r);
 void register_qwen3(ModelRegistry& r);
+void register_minimax_m2(ModelRegistry& r);
+void register_minimax_m3(ModelRegistry& r);
 
 }  // namespace eaglet

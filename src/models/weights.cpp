@@ -5,13 +5,38 @@
 namespace eaglet {
 
 kernels::WeightView WeightStore::matrix(const std::string& name, int64_t rows, int64_t cols) {
-  const TensorInfo& t = ckpt_->get(name, {rows, cols}, {DType::F32, DType::BF16, DType::F16});
+  const TensorInfo& t = ckpt_->get(name, {rows, cols}, {DType::F32, DType::BF16, DType::F16, DType::F8_E4M3});
+  if (t.dtype == DType::F8_E4M3) return fp8_matrix(t, rows, cols);
   if (t.dtype == DType::F16) {
     std::vector<float> f(size_t(rows * cols));
     kernels::to_f32(t.dtype, t.data, f.data(), rows * cols);
     return own(std::move(f), rows, cols);
   }
   return kernels::WeightView{t.dtype, t.data, rows, cols};
+}
+
+kernels::WeightView WeightStore::fp8_matrix(const TensorInfo& t, int64_t rows, int64_t cols) {
+  using kernels::QuantScheme;
+  if (fp8_scheme_ == QuantScheme::None)
+    fail("{}: tensor '{}' is F8_E4M3 but config.json has no fp8/mxfp8 quantization_config", ckpt_->where(), t.name);
+  EAGLET_CHECK(cols % kernels::kMxGroup == 0, "{}: FP8 tensor '{}' has {} input columns, not a multiple of {}",
+               ckpt_->where(), t.name, cols, kernels::kMxGroup);
+  const std::string suffix = ".weight";
+  EAGLET_CHECK(t.name.size() > suffix.size() && t.name.ends_with(suffix), "{}: FP8 tensor '{}' is not a '.weight'",
+               ckpt_->where(), t.name);
+  const std::string scale_name = t.name.substr(0, t.name.size() - suffix.size()) + ".weight_scale_inv";
+  if (!ckpt_->has(scale_name))
+    fail("{}: FP8 tensor '{}' has no scale tensor '{}'", ckpt_->where(), t.name, scale_name);
+  const bool mx = fp8_scheme_ == QuantScheme::Mxfp8;
+  const int64_t b = kernels::kFp8Block;
+  const std::vector<int64_t> shape = mx ? std::vector<int64_t>{rows, cols / kernels::kMxGroup}
+                                        : std::vector<int64_t>{(rows + b - 1) / b, (cols + b - 1) / b};
+  const TensorInfo& s = ckpt_->get(scale_name, shape, {mx ? DType::U8 : DType::F32});
+  kernels::WeightView v{DType::F8_E4M3, t.data, rows, cols};
+  v.quant = fp8_scheme_;
+  v.scales = s.data;
+  v.scale_bytes = s.nbytes;
+  return v;
 }
 
 std::vector<float> WeightStore::vector(const std::string& name, int64_t n) {

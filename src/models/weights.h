@@ -1,5 +1,6 @@
-// Turns checkpoint tensors into kernel views. F32 and BF16 matrices are used straight from the
-// memory map; F16 is widened to F32 once at load (no F16 kernels).
+// Turns checkpoint tensors into kernel views. F32, BF16 and FP8 (e4m3 + `weight_scale_inv`)
+// matrices are used straight from the memory map; F16 is widened to F32 once at load (no F16
+// kernels). Nothing but headers is read at load, so experts never routed to are never paged in.
 #pragma once
 #include <deque>
 #include <memory>
@@ -19,12 +20,17 @@ class WeightStore {
   const Checkpoint& checkpoint() const { return *ckpt_; }
   bool has(const std::string& name) const { return ckpt_ && ckpt_->has(name); }
   kernels::WeightView matrix(const std::string& name, int64_t rows, int64_t cols);
+  // How F8_E4M3 matrices are scaled (from config.json's quantization_config); None rejects them.
+  void set_fp8_scheme(kernels::QuantScheme scheme) { fp8_scheme_ = scheme; }
   std::vector<float> vector(const std::string& name, int64_t n);
   // Adopts an owned buffer (built-in model, converted tensors) and returns a view of it.
   kernels::WeightView own(std::vector<float> data, int64_t rows, int64_t cols);
 
  private:
+  kernels::WeightView fp8_matrix(const TensorInfo& t, int64_t rows, int64_t cols);
+
   std::shared_ptr<Checkpoint> ckpt_;
+  kernels::QuantScheme fp8_scheme_ = kernels::QuantScheme::None;
   std::deque<std::vector<float>> owned_;
 };
 

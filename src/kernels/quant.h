@@ -1,0 +1,48 @@
+// FP8 weight formats of the MiniMax releases, decoded straight from the checkpoint bytes.
+//
+//   e4m3 (OCP "fn" variant): s eeee mmm, bias 7, no infinities, S.1111.111 is NaN.
+//   FP8 block (MiniMax-M2): one F32 scale per 128x128 block of the [N, K] matrix,
+//     w[n, k] = e4m3(byte) * scale[n / 128, k / 128]   (scale tensor `weight_scale_inv`).
+//   MXFP8 (MiniMax-M3): one E8M0 exponent byte per 32 consecutive inputs of a row,
+//     w[n, k] = e4m3(byte) * 2^(scale[n, k / 32] - 127), 0xFF = NaN.
+//
+// The SIMD kernels turn e4m3 into F16 with two shifts (the F16 value is exactly e4m3 / 256 for
+// every finite code, subnormals included) and fold the 256 into the per-block scale, so no
+// dequantised copy of a matrix ever exists.
+#pragma once
+#include <cstdint>
+
+namespace eaglet::kernels {
+
+enum class QuantScheme : uint8_t {
+  None,        // dtype F32/BF16
+  Fp8Block128, // F8_E4M3 + F32 scales [ceil(N/128), ceil(K/128)]
+  Mxfp8,       // F8_E4M3 + U8 E8M0 scales [N, K/32]
+};
+
+inline constexpr int kMxGroup = 32;    // inputs per MXFP8 scale
+inline constexpr int kFp8Block = 128;  // rows and columns per FP8 block scale
+
+float e4m3_to_f32(uint8_t code);
+float e8m0_to_f32(uint8_t code);  // 2^(code - 127); NaN for 0xFF
+
+// Where the scale of weight (n, k) lives; `scale256` folds in the 2^8 the F16 trick leaves out.
+struct Fp8Scales {
+  QuantScheme scheme = QuantScheme::None;
+  const void* data = nullptr;
+  int64_t K = 0;
+
+  int64_t block_cols() const { return (K + kFp8Block - 1) / kFp8Block; }
+  float scale(int64_t n, int64_t k) const;     // the scale exactly as the format defines it
+  float scale256(int64_t n, int64_t k) const;  // scale * 256 (for F16-decoded weights)
+};
+
+// F16 bit pattern whose value is e4m3(code) / 256 (NaN codes map to an F16 NaN).
+inline uint16_t e4m3_to_f16_div256(uint8_t code) {
+  const uint16_t mag = code & 0x7f;
+  uint16_t bits = uint16_t(uint16_t(code & 0x80) << 8 | uint16_t(mag << 7));
+  if (mag == 0x7f) bits |= 0x7e00;
+  return bits;
+}
+
+}  // namespace eaglet::kernels

@@ -1,0 +1,75 @@
+#include "models/batch_forward.h"
+
+#include <cstring>
+
+#include "core/error.h"
+
+namespace eaglet {
+
+std::vector<TokenSlot> reserve_batch(KvCache& cache, const ForwardBatch& batch, int max_position,
+                                     std::vector<int>* tokens) {
+  std::vector<std::pair<SeqId, int64_t>> reserved;
+  for (auto& c : batch.chunks) {
+    const int64_t len = cache.length(c.seq);
+    if (len + int64_t(c.tokens.size()) > max_position)
+      fail("sequence of {} tokens exceeds the model's context length {}", len + c.tokens.size(), max_position);
+    if (!cache.reserve(c.seq, int64_t(c.tokens.size()))) {
+      for (auto& [s, n] : reserved) cache.truncate(s, n);
+      fail("KV cache is full ({} blocks)", cache.total_blocks());
+    }
+    reserved.emplace_back(c.seq, len);
+  }
+  std::vector<TokenSlot> slots;
+  tokens->clear();
+  for (auto& c : batch.chunks) {
+    const int64_t start = cache.length(c.seq);
+    for (size_t i = 0; i < c.tokens.size(); ++i) {
+      slots.push_back({c.seq, start + int64_t(i)});
+      tokens->push_back(c.tokens[i]);
+    }
+  }
+  return slots;
+}
+
+TapCollector::TapCollector(const ForwardBatch& batch, int num_layers, int64_t T, int64_t H, ForwardOutput* out)
+    : ids_(batch.tap_layers), T_(T), H_(H), out_(out) {
+  for (int id : ids_)
+    EAGLET_CHECK(id >= 0 && id <= num_layers, "hidden-state tap {} is out of range [0, {}]", id, num_layers);
+  out->num_tokens = T;
+  out->taps.assign(ids_.empty() ? 0 : size_t(T) * ids_.size() * size_t(H), 0.0f);
+}
+
+void TapCollector::take(int layer_id, const float* x) {
+  const size_t n = ids_.size();
+  for (size_t j = 0; j < n; ++j) {
+    if (ids_[j] != layer_id) continue;
+    for (int64_t t = 0; t < T_; ++t)
+      std::memcpy(&out_->taps[(size_t(t) * n + j) * size_t(H_)], x + t * H_, size_t(H_) * sizeof(float));
+  }
+}
+
+void finish_forward(KvCache& cache, const ForwardBatch& batch, const float* x, int64_t H, int vocab,
+                    const std::function<void(const float*, int64_t, float*)>& final_norm,
+                    const kernels::WeightView& lm_head, ForwardOutput* out) {
+  for (auto& c : batch.chunks) cache.commit(c.seq, int64_t(c.tokens.size()));
+  std::vector<int64_t> rows;
+  int64_t base = 0;
+  for (auto& c : batch.chunks) {
+    for (int r : c.logit_rows) {
+      EAGLET_CHECK(r >= 0 && r < int(c.tokens.size()), "logit row {} outside a chunk of {} tokens", r, c.tokens.size());
+      rows.push_back(base + r);
+    }
+    base += int64_t(c.tokens.size());
+  }
+  out->num_logit_rows = int64_t(rows.size());
+  out->logits.resize(rows.size() * size_t(vocab));
+  if (rows.empty()) return;
+  std::vector<float> sel(rows.size() * size_t(H));
+  for (size_t i = 0; i < rows.size(); ++i)
+    std::memcpy(&sel[i * size_t(H)], x + rows[i] * H, size_t(H) * sizeof(float));
+  final_norm(sel.data(), int64_t(rows.size()), sel.data());
+  kernels::matmul(sel.data(), int64_t(rows.size()), lm_head, out->logits.data());
+  out->weight_bytes_read += lm_head.nbytes();
+}
+
+}  // namespace eaglet

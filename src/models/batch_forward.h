@@ -1,0 +1,35 @@
+// The parts of a batched forward that every target architecture shares: reserving cache space
+// all-or-nothing, laying out token slots, collecting hidden-state taps and computing the logits
+// of the requested rows. Architectures only supply their layers.
+#pragma once
+#include <functional>
+#include <vector>
+
+#include "models/attention.h"
+#include "models/model.h"
+
+namespace eaglet {
+
+// Reserves room for every chunk (a full cache leaves every sequence as it was and throws) and
+// returns the batch's tokens with their slots, in chunk order.
+std::vector<TokenSlot> reserve_batch(KvCache& cache, const ForwardBatch& batch, int max_position,
+                                     std::vector<int>* tokens);
+
+// Copies the residual stream into ForwardOutput::taps whenever it reaches a requested layer id.
+class TapCollector {
+ public:
+  TapCollector(const ForwardBatch& batch, int num_layers, int64_t T, int64_t H, ForwardOutput* out);
+  void take(int layer_id, const float* x);
+
+ private:
+  const std::vector<int>& ids_;
+  int64_t T_, H_;
+  ForwardOutput* out_;
+};
+
+// Marks the batch's tokens as cached, then fills out->logits for each chunk's logit_rows.
+void finish_forward(KvCache& cache, const ForwardBatch& batch, const float* x, int64_t H, int vocab,
+                    const std::function<void(const float*, int64_t, float*)>& final_norm,
+                    const kernels::WeightView& lm_head, ForwardOutput* out);
+
+}  // namespace eaglet
