@@ -6,6 +6,7 @@
 
 #include "core/error.h"
 #include "io/mapped_file.h"
+#include "support/minimax_fixture.h"
 #include "support/test_util.h"
 #include "tokenizer/chat_template.h"
 
@@ -70,6 +71,32 @@ TEST(ChatTemplate, ExpressionsAndStatementsMatchJinja2) {
            "{{ \"a\" ~ 1 ~ 'b' }} {{ xs|join('-') }} {{ (1 + 2) * 3 }} {{ -xs[0] }}{# comment #}",
        })
     expect_same_as_jinja2(t, ctx);
+}
+
+TEST(ChatTemplate, MiniMaxFormatMatchesJinja2AndTheSpec) {
+  if (!jinja2_available() || !test::python_numpy_available())
+    GTEST_SKIP() << "needs /usr/bin/python3 with jinja2 and numpy (apt: python3-jinja2 python3-numpy)";
+  test::TempDir d;
+  test::write_synthetic_minimax(d.path(), "m3", "bf16");
+  auto tmpl = ChatTemplate::from_tokenizer_config(nlohmann::json::parse(read_text_file(d.file("tokenizer_config.json"))));
+  ASSERT_TRUE(tmpl);
+  using nlohmann::json;
+  const json convo = {{"bos_token", "]~!b["},
+                      {"messages", json::array({{{"role", "system"}, {"content", "Be brief."}},
+                                                {{"role", "user"}, {"content", "2+2?"}},
+                                                {{"role", "assistant"}, {"content", "4"}, {"reasoning_content", "add"}},
+                                                {{"role", "tool"}, {"content", "{}"}}})},
+                      {"add_generation_prompt", true}};
+  EXPECT_EQ(tmpl->render(convo),
+            "]~!b[]~b]system\nBe brief.[e~[\n]~b]user\n2+2?[e~[\n]~b]ai\n<mm:think>add</mm:think>4[e~[\n"
+            "]~b]tool\n<response>{}</response>[e~[\n]~b]ai\n");
+  const std::string src = json::parse(read_text_file(d.file("tokenizer_config.json")))["chat_template"];
+  expect_same_as_jinja2(src, convo);
+  for (auto [key, value] : {std::pair{"enable_thinking", false}, {"enable_thinking", true}, {"add_generation_prompt", false}}) {
+    json ctx = convo;
+    ctx[key] = value;
+    expect_same_as_jinja2(src, ctx);
+  }
 }
 
 TEST(ChatTemplate, SyntaxErrorsAreClear) {
