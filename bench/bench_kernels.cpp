@@ -83,4 +83,38 @@ BENCHMARK(BM_Dot)->Arg(64)->Arg(128);
 
 }  // namespace
 
+// MXFP8 experts of the M3-shaped synthetic model (1024 x 2048 e4m3 + E8M0 scales), ~270 MB.
+void run_mxfp8(benchmark::State& state, Isa isa) {
+  const int64_t M = state.range(0), threads = state.range(1), N = 1024, K = 2048, count = 128;
+  const Isa saved = active_isa();
+  set_active_isa(isa);
+  if (active_isa() != isa) {
+    state.SkipWithError("ISA not supported on this CPU");
+    return;
+  }
+  ThreadPool::set_global_threads(int(threads));
+  static std::vector<uint8_t> codes, scales;
+  if (codes.empty()) {
+    std::mt19937 rng(1);
+    codes.resize(size_t(N * K * count));
+    for (auto& c : codes) c = uint8_t((rng() & 0x87) | 0x30);
+    scales.assign(size_t(N * K / 32 * count), 120);
+  }
+  std::vector<float> x(size_t(M * K), 0.5f), y(size_t(M * N));
+  int64_t i = 0;
+  for (auto _ : state) {
+    const int64_t e = i++ % count;
+    kernels::WeightView v{DType::F8_E4M3, codes.data() + e * N * K, N, K};
+    v.quant = kernels::QuantScheme::Mxfp8;
+    v.scales = scales.data() + e * N * K / 32;
+    v.scale_bytes = size_t(N * K / 32);
+    kernels::matmul(x.data(), M, v, y.data());
+    benchmark::DoNotOptimize(y.data());
+  }
+  state.SetBytesProcessed(int64_t(state.iterations()) * (N * K + N * K / 32));
+  set_active_isa(saved);
+}
+BENCHMARK_CAPTURE(run_mxfp8, Mxfp8_avx512, Isa::Avx512)->Args({1, 1})->Args({4, 1})->Args({1, 2})->UseRealTime();
+BENCHMARK_CAPTURE(run_mxfp8, Mxfp8_avx2, Isa::Avx2)->Args({1, 1})->Args({4, 1})->UseRealTime();
+
 BENCHMARK_MAIN();

@@ -28,6 +28,7 @@ struct BenchOptions {
   int num_prompts = 8;
   int max_tokens = 128;
   int prefill_tokens = 128;
+  int verify_reps = 5;
   SamplingParams sampling;
   std::vector<int> thread_counts;
   bool skip_bandwidth = false;
@@ -71,18 +72,18 @@ void run_bench(BenchOptions o) {
     prompts.push_back(ids);
   }
   if (o.thread_counts.empty()) o.thread_counts = {o.common.threads > 0 ? o.common.threads : ThreadPool::default_threads()};
-  const double weight_gb = double(b.model->weight_bytes_per_token()) / 1e9;
+  const double active_gb = double(b.model->weight_bytes_per_token()) / 1e9;
   std::printf("model: %s | kernels: %s | prompts: %zu (%s) | max tokens: %d | temperature: %.2f\n", b.label().c_str(),
               isa_name(active_isa()), prompts.size(), o.dataset.empty() ? "built-in" : o.dataset.c_str(), o.max_tokens,
               o.sampling.temperature);
-  std::printf("speculation: %s | weights read per decode step: %.3f GB\n", spec.describe().c_str(), weight_gb);
+  std::printf("speculation: %s | active-parameter weights per token: %.3f GB\n", spec.describe().c_str(), active_gb);
   nlohmann::json report = {{"model", b.label()},
                            {"kernels", isa_name(active_isa())},
                            {"dataset", o.dataset.empty() ? "built-in" : o.dataset},
                            {"num_prompts", prompts.size()},
                            {"max_tokens", o.max_tokens},
                            {"temperature", o.sampling.temperature},
-                           {"weight_gb_per_token", weight_gb},
+                           {"active_weight_gb_per_token", active_gb},
                            {"runs", nlohmann::json::array()}};
   for (int threads : o.thread_counts) {
     ThreadPool::set_global_threads(threads);
@@ -94,11 +95,21 @@ void run_bench(BenchOptions o) {
     }
     const double prefill = prefill_rate(b, prompts, o.prefill_tokens);
     run["prefill"] = {{"tokens", o.prefill_tokens}, {"tokens_per_second", prefill}};
+    // What one decode step really reads (MoE: only the routed experts) and what a k+1-token
+    // verification pass costs relative to it.
+    const VerifyCost vc = measure_verify_cost(b, prompts[0], spec.k() + 1, o.verify_reps);
+    const double weight_gb = vc.step.weight_gb;
+    auto pass_json = [](const PassCost& p) {
+      return nlohmann::json{{"seconds", p.seconds}, {"weight_gb", p.weight_gb}, {"experts_touched", p.experts_touched}};
+    };
+    run["verify_cost"] = {{"prompt_tokens", prompts[0].size()}, {"verify_tokens", vc.verify_tokens},
+                          {"step", pass_json(vc.step)}, {"verify", pass_json(vc.verify)}, {"ratio", vc.ratio()}};
     RunTotals base = run_prompts(b, prompts, o.max_tokens, o.sampling, o.ignore_eos, nullptr);
     const double eff = base.tokens_per_second() * weight_gb;
     run["baseline"] = {{"decode_tokens", base.tokens},
                        {"decode_seconds", base.seconds},
                        {"decode_tokens_per_second", base.tokens_per_second()},
+                       {"weight_gb_per_token", weight_gb},
                        {"effective_bandwidth_gbps", eff}};
     std::printf("\n[threads %d]\n", threads);
     if (!o.skip_bandwidth) {
@@ -106,6 +117,14 @@ void run_bench(BenchOptions o) {
       std::printf("  memory bandwidth (same run): read %.1f GB/s, copy %.1f GB/s\n", bw.read_gbps, bw.copy_gbps);
     }
     std::printf("  prefill  : %7.1f tok/s (%d tokens)\n", prefill, o.prefill_tokens);
+    std::printf("  one step : %7.2f ms, reads %.3f GB (active parameters %.3f GB)", vc.step.seconds * 1e3,
+                vc.step.weight_gb, active_gb);
+    if (vc.step.experts_touched) std::printf(", %lld experts", (long long)vc.step.experts_touched);
+    std::printf("\n  %d-token verification: %7.2f ms = %.2fx one step, reads %.3f GB", vc.verify_tokens,
+                vc.verify.seconds * 1e3, vc.ratio(), vc.verify.weight_gb);
+    if (vc.verify.experts_touched)
+      std::printf(", %lld experts (union over its tokens, summed over layers)", (long long)vc.verify.experts_touched);
+    std::printf("\n");
     std::printf("  baseline : %7.2f tok/s decode, %lld tokens, weights %.1f GB/s", base.tokens_per_second(),
                 (long long)base.tokens, eff);
     if (!o.skip_bandwidth) std::printf(" (%.0f%% of read bandwidth)", 100 * eff / bw.read_gbps);
@@ -157,6 +176,8 @@ void add_bench(CLI::App& app) {
   cmd->add_option("--seed", o->sampling.seed);
   cmd->add_option("--thread-counts", o->thread_counts, "run at each of these thread counts (e.g. 1,2)")
       ->delimiter(',');
+  cmd->add_option("--verify-reps", o->verify_reps, "passes averaged for the step / verification cost")
+      ->check(CLI::PositiveNumber);
   cmd->add_flag("--ignore-eos", o->ignore_eos, "always generate --max-tokens tokens");
   cmd->add_flag("--skip-bandwidth", o->skip_bandwidth, "skip the memory bandwidth measurement");
   cmd->add_option("--json", o->json_out, "write the report as JSON to this file");

@@ -1,8 +1,44 @@
 #include "cli/bench_runner.h"
 
+#include <chrono>
+
+#include "engine/generator.h"
 #include "spec/speculative_generator.h"
 
 namespace eaglet::cli {
+
+VerifyCost measure_verify_cost(ModelBundle& b, const std::vector<int>& prompt, int verify_tokens, int reps) {
+  VerifyCost c;
+  c.verify_tokens = verify_tokens;
+  const int64_t n = int64_t(prompt.size());
+  KvCache cache(b.model->kv_shape(kv_blocks_for(n + verify_tokens)));
+  const SeqId seq = cache.create();
+  prefill(*b.model, cache, seq, prompt, 512);
+  auto time_pass = [&](int tokens) {
+    PassCost p;
+    ForwardBatch batch;
+    SeqChunk chunk{seq, {}, {}};
+    for (int i = 0; i < tokens; ++i) {
+      chunk.tokens.push_back(prompt[size_t(i) % prompt.size()]);
+      chunk.logit_rows.push_back(i);
+    }
+    batch.chunks.push_back(chunk);
+    ForwardOutput out;
+    for (int r = 0; r <= reps; ++r) {  // the first pass warms caches and is not counted
+      const auto t0 = std::chrono::steady_clock::now();
+      b.model->forward(cache, batch, &out);
+      const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+      cache.truncate(seq, n);
+      if (r > 0) p.seconds += s / reps;
+    }
+    p.weight_gb = double(out.weight_bytes_read) / 1e9;
+    p.experts_touched = out.experts_touched;
+    return p;
+  };
+  c.step = time_pass(1);
+  c.verify = time_pass(verify_tokens);
+  return c;
+}
 
 RunTotals run_prompts(ModelBundle& b, const std::vector<std::vector<int>>& prompts, int max_tokens,
                       const SamplingParams& sampling, bool ignore_eos, const SpecSetup* spec) {

@@ -21,6 +21,23 @@ struct RunTotals {
   double tokens_per_second() const { return seconds > 0 ? double(tokens) / seconds : 0; }
 };
 
+// One forward pass after a prefilled prompt: its time and what it read.
+struct PassCost {
+  double seconds = 0;
+  double weight_gb = 0;
+  int64_t experts_touched = 0;  // distinct experts summed over MoE layers (0 for dense models)
+};
+
+// A single-token decode step versus a `verify_tokens`-token verification pass on the same
+// prefix (each averaged over `reps`, the cache rolled back after every pass). On MoE targets
+// the verification pass reads the union of the experts its tokens route to.
+struct VerifyCost {
+  int verify_tokens = 0;
+  PassCost step, verify;
+  double ratio() const { return step.seconds > 0 ? verify.seconds / step.seconds : 0; }
+};
+VerifyCost measure_verify_cost(ModelBundle& b, const std::vector<int>& prompt, int verify_tokens, int reps);
+
 RunTotals run_prompts(ModelBundle& b, const std::vector<std::vector<int>>& prompts, int max_tokens,
                       const SamplingParams& sampling, bool ignore_eos, const SpecSetup* spec);
 

@@ -1,7 +1,6 @@
 #include "kernels/quant.h"
 
 #include <cmath>
-#include <cstring>
 #include <limits>
 
 namespace eaglet::kernels {
@@ -25,17 +24,18 @@ float Fp8Scales::scale(int64_t n, int64_t k) const {
   return static_cast<const float*>(data)[(n / kFp8Block) * block_cols() + k / kFp8Block];
 }
 
-float Fp8Scales::scale256(int64_t n, int64_t k) const {
+bool Fp8Scales::any_huge(int64_t n0, int64_t n1) const {
   if (scheme == QuantScheme::Mxfp8) {
-    const uint8_t e = static_cast<const uint8_t*>(data)[n * (K / kMxGroup) + k / kMxGroup];
-    if (e == 0xff) return std::numeric_limits<float>::quiet_NaN();
-    if (e >= 247) return std::numeric_limits<float>::infinity();  // 2^(e-119) overflows F32
-    const uint32_t bits = uint32_t(e + 8) << 23;                  // always a normal float
-    float f;
-    std::memcpy(&f, &bits, 4);
-    return f;
+    const uint8_t* p = static_cast<const uint8_t*>(data);
+    for (int64_t i = n0 * (K / kMxGroup); i < n1 * (K / kMxGroup); ++i)
+      if (p[i] >= 247 && p[i] != 0xff) return true;
+    return false;
   }
-  return scale(n, k) * 256.0f;
+  const float* p = static_cast<const float*>(data);
+  const int64_t bc = block_cols();
+  for (int64_t i = (n0 / kFp8Block) * bc; i < ((n1 + kFp8Block - 1) / kFp8Block) * bc; ++i)
+    if (std::isinf(p[i] * 256.0f) && !std::isinf(p[i])) return true;
+  return false;
 }
 
 }  // namespace eaglet::kernels

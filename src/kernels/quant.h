@@ -33,8 +33,21 @@ struct Fp8Scales {
   int64_t K = 0;
 
   int64_t block_cols() const { return (K + kFp8Block - 1) / kFp8Block; }
-  float scale(int64_t n, int64_t k) const;     // the scale exactly as the format defines it
-  float scale256(int64_t n, int64_t k) const;  // scale * 256 (for F16-decoded weights)
+  float scale(int64_t n, int64_t k) const;  // the scale exactly as the format defines it
+  // scale * 256 (for F16-decoded weights); inline, as the kernels call it once per 32 weights.
+  float scale256(int64_t n, int64_t k) const {
+    if (scheme == QuantScheme::Mxfp8) {
+      const uint32_t e = static_cast<const uint8_t*>(data)[n * (K / kMxGroup) + k / kMxGroup];
+      const uint32_t bits = e >= 247 ? (e == 0xff ? 0x7fc00000u : 0x7f800000u) : (e + 8) << 23;
+      float f;
+      __builtin_memcpy(&f, &bits, 4);
+      return f;
+    }
+    return static_cast<const float*>(data)[(n / kFp8Block) * block_cols() + k / kFp8Block] * 256.0f;
+  }
+  // True when scale * 256 overflows for some weight of rows [n0, n1) (E8M0 codes 247-254, or
+  // block scales beyond 2^119): those rows need the two-multiply decode.
+  bool any_huge(int64_t n0, int64_t n1) const;
 };
 
 // F16 bit pattern whose value is e4m3(code) / 256 (NaN codes map to an F16 NaN).

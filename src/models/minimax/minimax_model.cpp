@@ -88,10 +88,8 @@ void MiniMaxModel::load_weights() {
       w.shared = load_mlp(m + "shared_experts.", "gate_proj", "up_proj", "down_proj", cfg_.shared_intermediate);
     }
   }
-  for (auto& L : layers_)
-    if (L.q.dtype != DType::F32) cfg_.base.dtype_name = dtype_name(L.q.dtype);
   if (cfg_.fp8 != kernels::QuantScheme::None)
-    cfg_.base.dtype_name += cfg_.fp8 == kernels::QuantScheme::Mxfp8 ? "+MXFP8" : "+FP8-block";
+    cfg_.base.dtype_name = cfg_.fp8 == kernels::QuantScheme::Mxfp8 ? "MXFP8" : "FP8-block";
 }
 
 KvCacheShape MiniMaxModel::kv_shape(int64_t num_blocks, int block_size) const {
