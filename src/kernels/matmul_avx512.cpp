@@ -63,13 +63,24 @@ void matmul_bf16_bf16(const bf16_t* x, int64_t M, int64_t K, const bf16_t* w, in
   simd::matmul<Bf16DotEngine>(x, M, K, w, n0, n1, y, ldy);
 }
 
-// 16 e4m3 bytes -> F16 bit patterns (value / 256, NaN codes kept NaN) -> F32 times the scale.
+// 16 e4m3 bytes -> F16 bit patterns (value / 256) -> F32 times the scale.
 struct Fp8Engine {
   using Acc = __m512;
   static constexpr int kStep = 16, kMR = 4;
   static Acc zero() { return _mm512_setzero_ps(); }
   static __m512 load_x(const float* p) { return _mm512_loadu_ps(p); }
+  // Sign-extending puts the sign at bit 15 after the shift (and a copy at bit 14, masked off).
   static __m512 decode(const uint8_t* p, float scale256) {
+    const __m256i b = _mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i*)p));
+    const __m256i h = _mm256_and_si256(_mm256_slli_epi16(b, 7), _mm256_set1_epi16(int16_t(0xbf80)));
+    return _mm512_mul_ps(_mm512_cvtph_ps(h), _mm512_set1_ps(scale256));
+  }
+  // Whether a group of kMxGroup codes holds a NaN code (S.1111.111), which decode() misses.
+  static bool group_has_nan(const uint8_t* p) {
+    const __m256i b = _mm256_and_si256(_mm256_loadu_si256((const __m256i*)p), _mm256_set1_epi8(0x7f));
+    return _mm256_cmpeq_epi8_mask(b, _mm256_set1_epi8(0x7f)) != 0;
+  }
+  static __m512 decode_exact(const uint8_t* p, float scale256) {
     const __m256i b = _mm256_cvtepu8_epi16(_mm_loadu_si128((const __m128i*)p));
     const __m256i mag = _mm256_and_si256(b, _mm256_set1_epi16(0x7f));
     __m256i h = _mm256_or_si256(_mm256_slli_epi16(_mm256_and_si256(b, _mm256_set1_epi16(0x80)), 8),
@@ -79,7 +90,7 @@ struct Fp8Engine {
     return _mm512_mul_ps(_mm512_cvtph_ps(h), _mm512_set1_ps(scale256));
   }
   static __m512 decode_huge(const uint8_t* p, float scale) {
-    return _mm512_mul_ps(decode(p, 256.0f), _mm512_set1_ps(scale));
+    return _mm512_mul_ps(decode_exact(p, 256.0f), _mm512_set1_ps(scale));
   }
   static Acc madd(Acc a, __m512 x, __m512 w) { return _mm512_fmadd_ps(x, w, a); }
   static float reduce(Acc a) { return _mm512_reduce_add_ps(a); }

@@ -27,14 +27,20 @@ inline void fp8_tile(const float* x, int64_t K, const uint8_t* w, const Fp8Scale
   for (int j = 0; j < NR; ++j) wr[j] = w + (n + j) * K;
   for (int64_t k = 0; k < K; k += kMxGroup) {
     float sc[NR];
+    bool nan = false;  // NaN codes are rare enough (never, in real weights) to take the exact path
 #pragma GCC unroll 4
-    for (int j = 0; j < NR; ++j) sc[j] = Huge ? s.scale(n + j, k) : s.scale256(n + j, k);
+    for (int j = 0; j < NR; ++j) {
+      sc[j] = Huge ? s.scale(n + j, k) : s.scale256(n + j, k);
+      nan |= E::group_has_nan(wr[j] + k);
+    }
 #pragma GCC unroll 2
     for (int h = 0; h < kMxGroup; h += E::kStep) {
       typename E::Acc wv[NR];
 #pragma GCC unroll 4
       for (int j = 0; j < NR; ++j)
-        wv[j] = Huge ? E::decode_huge(wr[j] + k + h, sc[j]) : E::decode(wr[j] + k + h, sc[j]);
+        wv[j] = Huge  ? E::decode_huge(wr[j] + k + h, sc[j])
+                : nan ? E::decode_exact(wr[j] + k + h, sc[j])
+                      : E::decode(wr[j] + k + h, sc[j]);
 #pragma GCC unroll 4
       for (int i = 0; i < MR; ++i) {
         const auto xv = E::load_x(x + i * K + k + h);
