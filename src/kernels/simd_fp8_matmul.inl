@@ -11,6 +11,11 @@
 
 namespace eaglet::kernels::simd {
 
+#ifndef EAGLET_FP8_PREFETCH_BYTES
+#define EAGLET_FP8_PREFETCH_BYTES 512
+#endif
+inline constexpr int kFp8PrefetchBytes = EAGLET_FP8_PREFETCH_BYTES;
+
 // `Huge`: some scale * 256 overflows F32, so the 256 is applied separately (same values, two
 // multiplies); real checkpoints never need it, but every E8M0 code must decode exactly.
 template <class E, int MR, int NR, bool Huge>
@@ -28,6 +33,11 @@ inline void fp8_tile(const float* x, int64_t K, const uint8_t* w, const Fp8Scale
   for (int64_t k = 0; k < K; k += kMxGroup) {
     float sc[NR];
     bool nan = false;  // NaN codes are rare enough (never, in real weights) to take the exact path
+    // A decode step streams NR rows at once; the hardware prefetcher alone leaves them
+    // latency-bound, so ask for each row's cache lines a few hundred bytes ahead.
+    if (kFp8PrefetchBytes > 0 && k % 64 == 0)
+#pragma GCC unroll 4
+      for (int j = 0; j < NR; ++j) __builtin_prefetch(wr[j] + k + kFp8PrefetchBytes);
 #pragma GCC unroll 4
     for (int j = 0; j < NR; ++j) {
       sc[j] = Huge ? s.scale(n + j, k) : s.scale256(n + j, k);

@@ -125,9 +125,17 @@ void DecoderModel::layer_forward(int l, KvCache& cache, const std::vector<TokenS
   std::vector<float> xn(size_t(T * H)), q(size_t(T * qd)), k(size_t(T * kvd)), v(size_t(T * kvd)),
       attn(size_t(T * qd)), tmp(size_t(T * H));
   rmsnorm_rows(x, T, H, L.attn_norm, cfg_.rms_eps, xn.data());
-  kernels::matmul(xn.data(), T, L.q, q.data(), opts_.qkv_bias ? L.q_bias.data() : nullptr);
-  kernels::matmul(xn.data(), T, L.k, k.data(), opts_.qkv_bias ? L.k_bias.data() : nullptr);
-  kernels::matmul(xn.data(), T, L.v, v.data(), opts_.qkv_bias ? L.v_bias.data() : nullptr);
+  // q, k and v (and below gate and up) in one fork-join each: fewer thread synchronisations per
+  // layer, and every thread streams its share of all three weight matrices back to back.
+  const kernels::MatmulJob qkv[3] = {{xn.data(), T, &L.q, q.data()}, {xn.data(), T, &L.k, k.data()},
+                                     {xn.data(), T, &L.v, v.data()}};
+  kernels::matmul_grouped(qkv, 3);
+  if (opts_.qkv_bias)
+    for (int64_t t = 0; t < T; ++t) {
+      kernels::add(q.data() + t * qd, L.q_bias.data(), qd);
+      kernels::add(k.data() + t * kvd, L.k_bias.data(), kvd);
+      kernels::add(v.data() + t * kvd, L.v_bias.data(), kvd);
+    }
   if (opts_.qk_norm) {
     rmsnorm_rows(q.data(), T * cfg_.num_heads, hd, L.q_norm, cfg_.rms_eps, q.data());
     rmsnorm_rows(k.data(), T * cfg_.num_kv_heads, hd, L.k_norm, cfg_.rms_eps, k.data());
@@ -140,8 +148,8 @@ void DecoderModel::layer_forward(int l, KvCache& cache, const std::vector<TokenS
 
   rmsnorm_rows(x, T, H, L.mlp_norm, cfg_.rms_eps, xn.data());
   std::vector<float> g(size_t(T * I)), u(size_t(T * I));
-  kernels::matmul(xn.data(), T, L.gate, g.data());
-  kernels::matmul(xn.data(), T, L.up, u.data());
+  const kernels::MatmulJob gate_up[2] = {{xn.data(), T, &L.gate, g.data()}, {xn.data(), T, &L.up, u.data()}};
+  kernels::matmul_grouped(gate_up, 2);
   kernels::silu_mul(g.data(), u.data(), g.data(), T * I);
   kernels::matmul(g.data(), T, L.down, tmp.data());
   kernels::add(x, tmp.data(), T * H);
