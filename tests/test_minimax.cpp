@@ -4,7 +4,6 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
-#include <fstream>
 #include <set>
 #include <sstream>
 
@@ -14,6 +13,7 @@
 #include "io/safetensors.h"
 #include "models/minimax/minimax_model.h"
 #include "support/minimax_fixture.h"
+#include "support/reference_runner.h"
 #include "support/test_util.h"
 
 namespace eaglet {
@@ -27,21 +27,9 @@ struct Reference {
 Reference run_reference(const std::string& dir, const std::vector<int>& tokens, const std::vector<int>& taps,
                         int vocab, int hidden) {
   test::TempDir tmp;
-  std::string toks, tp;
-  for (int t : tokens) toks += (toks.empty() ? "" : ",") + std::to_string(t);
-  for (int t : taps) tp += (tp.empty() ? "" : ",") + std::to_string(t);
-  const std::string out = tmp.file("ref.bin");
-  auto r = test::run_command("/usr/bin/python3 " + test::source_dir() + "/tests/reference/minimax_ref.py " + dir + " " +
-                             out + " " + toks + " " + tp + " 2>&1");
-  EXPECT_EQ(r.exit_code, 0) << r.output;
-  Reference ref;
-  ref.logits.resize(tokens.size() * size_t(vocab));
-  ref.taps.resize(tokens.size() * taps.size() * size_t(hidden));
-  std::ifstream in(out, std::ios::binary);
-  in.read(reinterpret_cast<char*>(ref.logits.data()), std::streamsize(ref.logits.size() * 4));
-  in.read(reinterpret_cast<char*>(ref.taps.data()), std::streamsize(ref.taps.size() * 4));
-  EXPECT_TRUE(bool(in)) << "reference output too short";
-  std::istringstream sel(read_text_file(out + ".msa"));
+  auto r = test::run_reference_script("minimax_ref.py", dir, tokens, taps, vocab, hidden, tmp.path());
+  Reference ref{std::move(r.logits), std::move(r.taps), {}};
+  std::istringstream sel(read_text_file(r.out_path + ".msa"));
   for (std::string line; std::getline(sel, line);)
     if (!line.empty()) ref.selections.insert(line);
   return ref;

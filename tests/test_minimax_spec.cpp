@@ -12,6 +12,7 @@
 #include "spec/eagle3_proposer.h"
 #include "spec/ngram_proposer.h"
 #include "spec/speculative_generator.h"
+#include "support/greedy_check.h"
 #include "support/minimax_fixture.h"
 #include "support/synthetic_eagle3.h"
 #include "support/test_util.h"
@@ -34,21 +35,7 @@ std::vector<std::vector<int>> long_prompts(int n, int len, int vocab) {
 int64_t expect_greedy_equal(Model& target, const Tokenizer& tok, const std::vector<std::vector<int>>& prompts,
                             const std::function<std::unique_ptr<Proposer>()>& make, int max_tokens,
                             const std::vector<int>& ks) {
-  int64_t accepted = 0;
-  for (size_t p = 0; p < prompts.size(); ++p) {
-    GenerationRequest req;
-    req.prompt_ids = prompts[p];
-    req.stop.max_tokens = max_tokens;
-    const auto plain = generate(target, tok, req);
-    for (int k : ks) {
-      auto proposer = make();
-      SpecMetrics m;
-      const auto spec = generate_speculative(target, tok, *proposer, req, k, &m);
-      EXPECT_EQ(spec.token_ids, plain.token_ids) << proposer->name() << " prompt " << p << " k=" << k;
-      accepted += m.num_accepted_tokens;
-    }
-  }
-  return accepted;
+  return test::expect_greedy_equal(target, tok, {}, prompts, make, max_tokens, ks);
 }
 
 TEST(MiniMaxSpeculative, GreedyEqualsPlainWithAnInferactStyleDraft) {

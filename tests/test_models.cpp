@@ -9,6 +9,7 @@
 #include "core/error.h"
 #include "engine/generator.h"
 #include "models/model.h"
+#include "support/reference_runner.h"
 #include "support/test_util.h"
 
 namespace eaglet {
@@ -21,21 +22,8 @@ struct Reference {
 Reference run_reference(const std::string& dir, const std::vector<int>& tokens, const std::vector<int>& taps,
                         int vocab, int hidden) {
   test::TempDir tmp;
-  std::string toks, tp;
-  for (int t : tokens) toks += (toks.empty() ? "" : ",") + std::to_string(t);
-  for (int t : taps) tp += (tp.empty() ? "" : ",") + std::to_string(t);
-  const std::string out = tmp.file("ref.bin");
-  auto r = test::run_command("/usr/bin/python3 " + test::source_dir() + "/tests/reference/decoder_ref.py " + dir + " " +
-                             out + " " + toks + " " + (tp.empty() ? "-" : tp) + " 2>&1");
-  EXPECT_EQ(r.exit_code, 0) << r.output;
-  Reference ref;
-  ref.logits.resize(tokens.size() * size_t(vocab));
-  ref.taps.resize(tokens.size() * taps.size() * size_t(hidden));
-  std::ifstream in(out, std::ios::binary);
-  in.read(reinterpret_cast<char*>(ref.logits.data()), std::streamsize(ref.logits.size() * 4));
-  in.read(reinterpret_cast<char*>(ref.taps.data()), std::streamsize(ref.taps.size() * 4));
-  EXPECT_TRUE(bool(in)) << "reference output too short";
-  return ref;
+  auto r = test::run_reference_script("decoder_ref.py", dir, tokens, taps, vocab, hidden, tmp.path());
+  return Reference{std::move(r.logits), std::move(r.taps)};
 }
 
 void expect_rel_close(const float* got, const float* want, size_t n, double tol, const std::string& what) {

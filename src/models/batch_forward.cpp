@@ -31,6 +31,26 @@ std::vector<TokenSlot> reserve_batch(KvCache& cache, const ForwardBatch& batch, 
   return slots;
 }
 
+void run_forward(const Model& model, KvCache& cache, const ForwardBatch& batch, const LayerFn& layer,
+                 ForwardOutput* out) {
+  const ModelConfig& c = model.config();
+  const int64_t H = c.hidden;
+  std::vector<int> tokens;
+  const std::vector<TokenSlot> slots = reserve_batch(cache, batch, c.max_position, &tokens);
+  const int64_t T = int64_t(tokens.size());
+  std::vector<float> x(size_t(T * H));
+  model.embed(tokens.data(), T, x.data());
+  TapCollector taps(batch, c.num_layers, T, H, out);
+  taps.take(0, x.data());
+  for (int l = 0; l < c.num_layers; ++l) {
+    layer(l, slots, x.data());
+    taps.take(l + 1, x.data());
+  }
+  finish_forward(cache, batch, x.data(), H, c.vocab,
+                 [&model](const float* in, int64_t rows, float* o) { model.final_norm(in, rows, o); }, model.lm_head(),
+                 out);
+}
+
 TapCollector::TapCollector(const ForwardBatch& batch, int num_layers, int64_t T, int64_t H, ForwardOutput* out)
     : ids_(batch.tap_layers), T_(T), H_(H), out_(out) {
   for (int id : ids_)

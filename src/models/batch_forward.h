@@ -10,6 +10,12 @@
 
 namespace eaglet {
 
+// A whole forward around an architecture's layers: reserve cache space, embed, run `layer(l,
+// slots, x)` for every layer collecting taps, then the logits of the requested rows.
+using LayerFn = std::function<void(int layer, const std::vector<TokenSlot>& slots, float* x)>;
+void run_forward(const Model& model, KvCache& cache, const ForwardBatch& batch, const LayerFn& layer,
+                 ForwardOutput* out);
+
 // Reserves room for every chunk (a full cache leaves every sequence as it was and throws) and
 // returns the batch's tokens with their slots, in chunk order.
 std::vector<TokenSlot> reserve_batch(KvCache& cache, const ForwardBatch& batch, int max_position,

@@ -16,28 +16,7 @@ void rmsnorm_rows(const float* x, int64_t rows, int64_t n, const std::vector<flo
 }  // namespace
 
 ModelConfig DecoderModel::parse_config(const JsonConfig& cfg, const std::string& dir) {
-  ModelConfig c;
-  c.dir = dir;
-  c.hidden = int(cfg.get_int("hidden_size"));
-  c.intermediate = int(cfg.get_int("intermediate_size"));
-  c.num_layers = int(cfg.get_int("num_hidden_layers"));
-  c.num_heads = int(cfg.get_int("num_attention_heads"));
-  c.num_kv_heads = int(cfg.get_int("num_key_value_heads", c.num_heads));
-  c.head_dim = int(cfg.get_int("head_dim", c.num_heads > 0 ? c.hidden / c.num_heads : 0));
-  c.vocab = int(cfg.get_int("vocab_size"));
-  c.max_position = int(cfg.get_int("max_position_embeddings", 4096));
-  c.rms_eps = float(cfg.get_double("rms_norm_eps", 1e-6));
-  c.bos_token = int(cfg.get_int("bos_token_id", -1));
-  if (cfg.has("eos_token_id"))
-    for (auto e : cfg.get_int_list("eos_token_id")) c.eos_tokens.push_back(int(e));
-  EAGLET_CHECK(c.hidden > 0 && c.num_layers > 0 && c.vocab > 0 && c.intermediate > 0,
-               "{}: hidden_size, num_hidden_layers, vocab_size and intermediate_size must be positive",
-               cfg.where());
-  EAGLET_CHECK(c.num_heads > 0 && c.num_kv_heads > 0 && c.num_heads % c.num_kv_heads == 0,
-               "{}: num_attention_heads ({}) must be a positive multiple of num_key_value_heads ({})",
-               cfg.where(), c.num_heads, c.num_kv_heads);
-  EAGLET_CHECK(c.head_dim > 0 && c.head_dim % 2 == 0, "{}: head_dim {} must be positive and even",
-               cfg.where(), c.head_dim);
+  ModelConfig c = parse_model_config(cfg, dir);
   if (cfg.has("hidden_act") && cfg.get_string("hidden_act", "") != "silu")
     fail("{}: hidden_act '{}' is not supported (only silu)", cfg.where(), cfg.get_string("hidden_act", ""));
   return c;
@@ -156,22 +135,10 @@ void DecoderModel::layer_forward(int l, KvCache& cache, const std::vector<TokenS
 }
 
 void DecoderModel::forward(KvCache& cache, const ForwardBatch& batch, ForwardOutput* out) {
-  const int64_t H = cfg_.hidden;
-  std::vector<int> tokens;
-  const std::vector<TokenSlot> slots = reserve_batch(cache, batch, cfg_.max_position, &tokens);
-  const int64_t T = int64_t(tokens.size());
-  std::vector<float> x(size_t(T * H));
-  embed(tokens.data(), T, x.data());
-  TapCollector taps(batch, cfg_.num_layers, T, H, out);
-  taps.take(0, x.data());
-  for (int l = 0; l < cfg_.num_layers; ++l) {
-    layer_forward(l, cache, slots, x.data());
-    taps.take(l + 1, x.data());
-  }
-  out->weight_bytes_read = weight_bytes_per_token() - lm_head_.nbytes();
+  out->weight_bytes_read = weight_bytes_per_token() - lm_head_.nbytes();  // the lm_head is added per row set
   out->experts_touched = 0;
-  finish_forward(cache, batch, x.data(), H, cfg_.vocab,
-                 [this](const float* in, int64_t rows, float* o) { final_norm(in, rows, o); }, lm_head_, out);
+  run_forward(*this, cache, batch,
+              [&](int l, const std::vector<TokenSlot>& slots, float* x) { layer_forward(l, cache, slots, x); }, out);
 }
 
 }  // namespace eaglet

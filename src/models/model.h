@@ -68,6 +68,11 @@ class Model {
   virtual size_t weight_bytes_per_token() const = 0;
 };
 
+// The Hugging Face fields every decoder config shares (hidden_size, num_attention_heads, head_dim,
+// vocab_size, rms_norm_eps, special ids, ...), checked for consistency.
+class JsonConfig;
+ModelConfig parse_model_config(const JsonConfig& cfg, const std::string& dir);
+
 // Loads `dir` (config.json + safetensors) with the architecture its config names.
 std::unique_ptr<Model> load_model(const std::string& dir);
 // A small Llama with seeded random weights, so every command works without a checkpoint.

@@ -6,30 +6,6 @@ namespace eaglet {
 
 namespace {
 
-ModelConfig parse_base(const JsonConfig& c, const std::string& dir) {
-  ModelConfig m;
-  m.dir = dir;
-  m.hidden = int(c.get_int("hidden_size"));
-  m.num_layers = int(c.get_int("num_hidden_layers"));
-  m.num_heads = int(c.get_int("num_attention_heads"));
-  m.num_kv_heads = int(c.get_int("num_key_value_heads", m.num_heads));
-  m.head_dim = int(c.get_int("head_dim", m.num_heads > 0 ? m.hidden / m.num_heads : 0));
-  m.vocab = int(c.get_int("vocab_size"));
-  m.intermediate = int(c.get_int("intermediate_size"));
-  m.max_position = int(std::min<int64_t>(c.get_int("max_position_embeddings", 4096), 1 << 30));
-  m.rms_eps = float(c.get_double("rms_norm_eps", 1e-6));
-  m.bos_token = int(c.get_int("bos_token_id", -1));
-  if (c.has("eos_token_id"))
-    for (auto e : c.get_int_list("eos_token_id")) m.eos_tokens.push_back(int(e));
-  EAGLET_CHECK(m.hidden > 0 && m.num_layers > 0 && m.vocab > 0 && m.intermediate > 0,
-               "{}: hidden_size, num_hidden_layers, vocab_size and intermediate_size must be positive", c.where());
-  EAGLET_CHECK(m.num_heads > 0 && m.num_kv_heads > 0 && m.num_heads % m.num_kv_heads == 0,
-               "{}: num_attention_heads ({}) must be a positive multiple of num_key_value_heads ({})", c.where(),
-               m.num_heads, m.num_kv_heads);
-  EAGLET_CHECK(m.head_dim > 0 && m.head_dim % 2 == 0, "{}: head_dim {} must be positive and even", c.where(), m.head_dim);
-  return m;
-}
-
 void parse_moe(const JsonConfig& c, MiniMaxConfig* m) {
   m->num_experts = int(c.get_int("num_local_experts"));
   m->top_k = int(c.get_int("num_experts_per_tok"));
@@ -81,7 +57,7 @@ bool MiniMaxConfig::any_sparse() const {
 
 MiniMaxConfig parse_minimax_m3_config(const JsonConfig& root, const JsonConfig& text, const std::string& dir) {
   MiniMaxConfig m;
-  m.base = parse_base(text, dir);
+  m.base = parse_model_config(text, dir);
   const int L = m.base.num_layers;
   m.gemma_norm = text.get_bool("use_gemma_norm", true);
   m.qk_norm = text.get_bool("use_qk_norm", true);
@@ -128,7 +104,7 @@ MiniMaxConfig parse_minimax_m3_config(const JsonConfig& root, const JsonConfig& 
 
 MiniMaxConfig parse_minimax_m2_config(const JsonConfig& cfg, const std::string& dir) {
   MiniMaxConfig m;
-  m.base = parse_base(cfg, dir);
+  m.base = parse_model_config(cfg, dir);
   m.gemma_norm = false;
   m.qk_norm = cfg.get_bool("use_qk_norm", true);
   const std::string qk_type = cfg.get_string("qk_norm_type", "per_layer");

@@ -182,24 +182,13 @@ void MiniMaxModel::layer_forward(int l, KvCache& cache, const std::vector<TokenS
 }
 
 void MiniMaxModel::forward(KvCache& cache, const ForwardBatch& batch, ForwardOutput* out) {
-  const ModelConfig& b = cfg_.base;
-  const int64_t H = b.hidden;
-  std::vector<int> tokens;
-  const std::vector<TokenSlot> slots = reserve_batch(cache, batch, b.max_position, &tokens);
-  const int64_t T = int64_t(tokens.size());
-  std::vector<float> x(size_t(T * H));
-  embed(tokens.data(), T, x.data());
-  TapCollector taps(batch, b.num_layers, T, H, out);
-  taps.take(0, x.data());
   FfnStats stats;
-  for (int l = 0; l < b.num_layers; ++l) {
-    layer_forward(l, cache, slots, x.data(), &stats);
-    taps.take(l + 1, x.data());
-  }
-  out->weight_bytes_read = stats.weight_bytes;
+  out->weight_bytes_read = 0;
+  run_forward(*this, cache, batch,
+              [&](int l, const std::vector<TokenSlot>& slots, float* x) { layer_forward(l, cache, slots, x, &stats); },
+              out);
+  out->weight_bytes_read += stats.weight_bytes;
   out->experts_touched = stats.experts_touched;
-  finish_forward(cache, batch, x.data(), H, b.vocab,
-                 [this](const float* in, int64_t rows, float* o) { final_norm(in, rows, o); }, lm_head_, out);
 }
 
 std::unique_ptr<Model> load_minimax(const std::string& dir, MiniMaxConfig cfg, const JsonConfig& rope_cfg) {
