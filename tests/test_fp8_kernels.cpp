@@ -36,9 +36,12 @@ TEST(Fp8, EveryE4m3AndE8m0CodeDecodesExactly) {
   for (int c = 0; c < 256; ++c) {
     const double want = e4m3_definition(c);
     const float got = kernels::e4m3_to_f32(uint8_t(c));
-    if (std::isnan(want)) EXPECT_TRUE(std::isnan(got)) << c;
-    else EXPECT_EQ(double(got), want) << "e4m3 code " << c;
-    if (!std::isnan(want)) EXPECT_EQ(std::signbit(got), bool(c & 0x80)) << c;
+    if (std::isnan(want)) {
+      EXPECT_TRUE(std::isnan(got)) << c;
+    } else {
+      EXPECT_EQ(double(got), want) << "e4m3 code " << c;
+      EXPECT_EQ(std::signbit(got), bool(c & 0x80)) << c;
+    }
     const float s = kernels::e8m0_to_f32(uint8_t(c));
     if (c == 255) EXPECT_TRUE(std::isnan(s));
     else EXPECT_EQ(double(s), std::pow(2.0, c - 127)) << "e8m0 code " << c;

@@ -6,12 +6,14 @@
 #include "core/cpu_features.h"
 #include "core/error.h"
 #include "core/thread_pool.h"
+#include "io/mapped_file.h"
 
 namespace eaglet::cli {
 
 void add_common_options(CLI::App* cmd, CommonOptions* o) {
   cmd->add_option("-m,--model", o->model_dir, "Hugging Face model directory (default: built-in random model)");
   cmd->add_option("--threads", o->threads, "worker threads (default: cores available)")->check(CLI::NonNegativeNumber);
+  cmd->add_flag("--mlock", o->mlock, "read all weights at load and keep them in RAM (no eviction, no lazy expert reads)");
 }
 
 void add_spec_options(CLI::App* cmd, SpecOptions* o) {
@@ -24,6 +26,7 @@ void add_spec_options(CLI::App* cmd, SpecOptions* o) {
 }
 
 void apply_common_options(const CommonOptions& o) {
+  MappedFile::set_lock_in_memory(o.mlock);
   ThreadPool::set_global_threads(o.threads);
   spdlog::info("kernels: {}, threads: {}", isa_name(active_isa()), ThreadPool::global().size());
 }

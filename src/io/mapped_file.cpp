@@ -11,9 +11,17 @@
 #include <fstream>
 #include <sstream>
 
+#include <spdlog/spdlog.h>
+
 #include "core/error.h"
 
 namespace eaglet {
+
+namespace {
+bool g_lock_in_memory = false;
+}
+
+void MappedFile::set_lock_in_memory(bool lock) { g_lock_in_memory = lock; }
 
 MappedFile::MappedFile(const std::string& path) : path_(path) {
   int fd = ::open(path.c_str(), O_RDONLY);
@@ -31,6 +39,9 @@ MappedFile::MappedFile(const std::string& path) : path_(path) {
       data_ = nullptr;
       fail("{}: cannot mmap: {}", path, std::strerror(errno));
     }
+    if (g_lock_in_memory && ::mlock(data_, size_) != 0)
+      spdlog::warn("{}: cannot lock {} MB in memory ({}); weights stay evictable", path, size_ >> 20,
+                   std::strerror(errno));
   }
   ::close(fd);
 }

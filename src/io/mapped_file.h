@@ -18,6 +18,11 @@ class MappedFile {
   size_t size() const { return size_; }
   const std::string& path() const { return path_; }
 
+  // Pins every mapping made from now on in RAM (mlock, like llama.cpp's --mlock): all pages are
+  // read at load and the OS can no longer evict them, which keeps benchmarks from re-reading
+  // weights from disk. Costs reading every expert of an MoE checkpoint up front.
+  static void set_lock_in_memory(bool lock);
+
  private:
   std::string path_;
   void* data_ = nullptr;
