@@ -19,7 +19,7 @@ void add_loadtest(CLI::App& app);
 struct CommonOptions {
   std::string model_dir;
   int threads = 0;  // 0 = cores available to the process
-  bool mlock = false;
+  bool no_mmap = false;
 };
 void add_common_options(CLI::App* cmd, CommonOptions* o);
 // --draft, -k/--num-speculative-tokens, --spec-method, --aux-numbering

@@ -13,7 +13,7 @@ namespace eaglet::cli {
 void add_common_options(CLI::App* cmd, CommonOptions* o) {
   cmd->add_option("-m,--model", o->model_dir, "Hugging Face model directory (default: built-in random model)");
   cmd->add_option("--threads", o->threads, "worker threads (default: cores available)")->check(CLI::NonNegativeNumber);
-  cmd->add_flag("--mlock", o->mlock, "read all weights at load and keep them in RAM (no eviction, no lazy expert reads)");
+  cmd->add_flag("--no-mmap", o->no_mmap, "read weights into memory at load instead of mapping the files");
 }
 
 void add_spec_options(CLI::App* cmd, SpecOptions* o) {
@@ -26,7 +26,7 @@ void add_spec_options(CLI::App* cmd, SpecOptions* o) {
 }
 
 void apply_common_options(const CommonOptions& o) {
-  MappedFile::set_lock_in_memory(o.mlock);
+  MappedFile::set_read_into_memory(o.no_mmap);
   ThreadPool::set_global_threads(o.threads);
   spdlog::info("kernels: {}, threads: {}", isa_name(active_isa()), ThreadPool::global().size());
 }

@@ -6,22 +6,37 @@
 #include <unistd.h>
 #include <zlib.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 #include <fstream>
 #include <sstream>
-
-#include <spdlog/spdlog.h>
 
 #include "core/error.h"
 
 namespace eaglet {
 
 namespace {
-bool g_lock_in_memory = false;
-}
+bool g_read_into_memory = false;
 
-void MappedFile::set_lock_in_memory(bool lock) { g_lock_in_memory = lock; }
+void* read_whole_file(int fd, size_t size, const std::string& path) {
+  void* p = ::mmap(nullptr, size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  if (p == MAP_FAILED) return p;
+  ::madvise(p, size, MADV_HUGEPAGE);
+  for (size_t off = 0; off < size;) {
+    const ssize_t n = ::pread(fd, static_cast<uint8_t*>(p) + off, std::min<size_t>(size - off, size_t(1) << 30), off_t(off));
+    if (n <= 0) {
+      ::munmap(p, size);
+      fail("{}: read failed at byte {}: {}", path, off, n < 0 ? std::strerror(errno) : "unexpected end of file");
+    }
+    off += size_t(n);
+  }
+  ::mprotect(p, size, PROT_READ);
+  return p;
+}
+}  // namespace
+
+void MappedFile::set_read_into_memory(bool read) { g_read_into_memory = read; }
 
 MappedFile::MappedFile(const std::string& path) : path_(path) {
   int fd = ::open(path.c_str(), O_RDONLY);
@@ -33,15 +48,12 @@ MappedFile::MappedFile(const std::string& path) : path_(path) {
   }
   size_ = size_t(st.st_size);
   if (size_ > 0) {
-    data_ = ::mmap(nullptr, size_, PROT_READ, MAP_SHARED, fd, 0);
+    data_ = g_read_into_memory ? read_whole_file(fd, size_, path) : ::mmap(nullptr, size_, PROT_READ, MAP_SHARED, fd, 0);
     if (data_ == MAP_FAILED) {
       ::close(fd);
       data_ = nullptr;
       fail("{}: cannot mmap: {}", path, std::strerror(errno));
     }
-    if (g_lock_in_memory && ::mlock(data_, size_) != 0)
-      spdlog::warn("{}: cannot lock {} MB in memory ({}); weights stay evictable", path, size_ >> 20,
-                   std::strerror(errno));
   }
   ::close(fd);
 }

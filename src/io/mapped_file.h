@@ -18,10 +18,10 @@ class MappedFile {
   size_t size() const { return size_; }
   const std::string& path() const { return path_; }
 
-  // Pins every mapping made from now on in RAM (mlock, like llama.cpp's --mlock): all pages are
-  // read at load and the OS can no longer evict them, which keeps benchmarks from re-reading
-  // weights from disk. Costs reading every expert of an MoE checkpoint up front.
-  static void set_lock_in_memory(bool lock);
+  // Files opened from now on are read into anonymous memory (huge pages where the kernel allows)
+  // instead of being mapped, like llama.cpp's --no-mmap. Page-cache mappings are slow to stream
+  // on some virtual machines; the price is reading every byte (every MoE expert) at load.
+  static void set_read_into_memory(bool read);
 
  private:
   std::string path_;
