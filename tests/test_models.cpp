@@ -8,6 +8,7 @@
 
 #include "core/error.h"
 #include "engine/generator.h"
+#include "io/mapped_file.h"
 #include "models/model.h"
 #include "support/reference_runner.h"
 #include "support/test_util.h"
@@ -146,6 +147,28 @@ TEST(Decoder, ContextLengthIsEnforced) {
   } catch (const Error& e) {
     EXPECT_NE(std::string(e.what()).find("context length 16"), std::string::npos) << e.what();
   }
+}
+
+}  // namespace
+}  // namespace eaglet
+
+namespace eaglet {
+namespace {
+
+TEST(Decoder, ReadingWeightsIntoMemoryGivesTheSameLogits) {
+  test::TempDir dir;
+  test::write_tiny_model(dir.path(), test::TinyModelSpec{});
+  const std::vector<int> toks = {1, 5, 9, 33, 2, 7};
+  auto logits = [&] {
+    auto model = load_model(dir.path());
+    KvCache cache(model->kv_shape(4, 16));
+    return prefill(*model, cache, cache.create(), toks, 512);
+  };
+  const auto mapped = logits();
+  MappedFile::set_read_into_memory(true);
+  const auto read = logits();
+  MappedFile::set_read_into_memory(false);
+  EXPECT_EQ(mapped, read);
 }
 
 }  // namespace
