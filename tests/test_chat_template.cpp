@@ -9,6 +9,7 @@
 #include "support/minimax_fixture.h"
 #include "support/test_util.h"
 #include "tokenizer/chat_template.h"
+#include "tokenizer/tokenizer.h"
 
 namespace eaglet {
 namespace {
@@ -97,6 +98,15 @@ TEST(ChatTemplate, MiniMaxFormatMatchesJinja2AndTheSpec) {
     ctx[key] = value;
     expect_same_as_jinja2(src, ctx);
   }
+  // The template may also come as chat_template.jinja beside the tokenizer (newer releases).
+  json cfg = json::parse(read_text_file(d.file("tokenizer_config.json")));
+  cfg.erase("chat_template");
+  test::write_text(d.file("tokenizer_config.json"), cfg.dump());
+  test::write_text(d.file("chat_template.jinja"), src);
+  const Tokenizer tok = Tokenizer::from_dir(d.path());
+  auto from_file = ChatTemplate::from_tokenizer_config(tok.config());
+  ASSERT_TRUE(from_file);
+  EXPECT_EQ(from_file->render(convo), tmpl->render(convo));
 }
 
 TEST(ChatTemplate, SyntaxErrorsAreClear) {

@@ -21,15 +21,38 @@
 namespace eaglet {
 namespace {
 
-std::vector<std::vector<int>> long_prompts(int n, int len, int vocab) {
+// Byte-range token ids (the synthetic tokenizer's bytes), distinct per prompt.
+std::vector<std::vector<int>> long_prompts(int n, int len) {
   std::vector<std::vector<int>> out;
   for (int p = 0; p < n; ++p) {
     std::vector<int> t;
     for (int i = 0; i < len + p * 7; ++i) t.push_back((i * (31 + 2 * p) + 5 * p + 3) % 256);
     out.push_back(t);
   }
-  (void)vocab;
   return out;
+}
+
+TEST(MiniMaxSpeculative, InferactDraftConfigTapsTheDefaultM3Layers) {
+  // The shape of the Inferact MiniMax-M3 EAGLE-3.1 draft config: MHA, its own vocabulary-size
+  // embedding and lm_head, fc_norm + norm_output, no explicit aux ids.
+  const JsonConfig cfg(nlohmann::json{{"architectures", {"LlamaForCausalLMEagle3"}},
+                                      {"hidden_size", 6144},
+                                      {"intermediate_size", 16384},
+                                      {"num_attention_heads", 64},
+                                      {"num_key_value_heads", 64},
+                                      {"head_dim", 128},
+                                      {"vocab_size", 200064},
+                                      {"draft_vocab_size", 200064},
+                                      {"rms_norm_eps", 1e-6},
+                                      {"fc_norm", true},
+                                      {"norm_output", true}},
+                       "draft/config.json");
+  const Eagle3Config c = parse_eagle3_config(cfg, /*target_layers=*/60, AuxNumbering::Input);
+  EXPECT_EQ(c.aux_layers, (std::vector<int>{2, 30, 57}));
+  EXPECT_TRUE(c.fc_norm);
+  EXPECT_TRUE(c.norm_output);
+  EXPECT_EQ(c.num_heads, c.num_kv_heads);
+  EXPECT_EQ(c.draft_vocab, 200064);
 }
 
 int64_t expect_greedy_equal(Model& target, const Tokenizer& tok, const std::vector<std::vector<int>>& prompts,
@@ -55,7 +78,7 @@ TEST(MiniMaxSpeculative, GreedyEqualsPlainWithAnInferactStyleDraft) {
   test::write_draft(dir.file("draft"), ds);
   auto draft = Eagle3Draft::load(dir.file("draft"), *b.model);
   // 250-280 token prompts + 24 new tokens: positions cross 256, where MSA keeps 2 of 3 blocks.
-  const auto prompts = long_prompts(4, 250, b.model->config().vocab);
+  const auto prompts = long_prompts(4, 250);
   expect_greedy_equal(*b.model, b.tokenizer, prompts, [&] { return std::make_unique<Eagle3Proposer>(*draft, 512); },
                       24, {1, 3, 4});
   EXPECT_GT(expect_greedy_equal(*b.model, b.tokenizer, prompts, [] { return std::make_unique<NgramProposer>(); }, 24, {3}),
@@ -87,7 +110,7 @@ TEST(MiniMaxSpeculative, TrainerTrainsADraftOnChatDataThatLoadsAndRuns) {
   ModelBundle b = load_bundle(target);
   auto draft = Eagle3Draft::load(s.export_dir, *b.model);
   EXPECT_EQ(draft->config().aux_layers, (std::vector<int>{1, 3, 5}));
-  const auto prompts = long_prompts(2, 60, b.model->config().vocab);
+  const auto prompts = long_prompts(2, 60);
   expect_greedy_equal(*b.model, b.tokenizer, prompts, [&] { return std::make_unique<Eagle3Proposer>(*draft, 256); },
                       16, {3});
 }

@@ -87,6 +87,9 @@ Tokenizer Tokenizer::from_dir(const std::string& dir) {
       fail("{}: bad JSON: {}", cfg_path, e.what());
     }
   }
+  // Newer checkpoints (MiniMax-M2/M3 among them) ship the template as its own file.
+  const std::string template_path = dir + "/chat_template.jinja";
+  if (!cfg.contains("chat_template") && file_exists(template_path)) cfg["chat_template"] = read_text_file(template_path);
   return from_json(tj, path, cfg);
 }
 
