@@ -87,6 +87,35 @@ TEST(Tokenizer, LlamaSpmGgufMatchesLlamaCppVectors) {
   EXPECT_EQ(check_llamacpp_vectors(phi3, "phi-3"), 46);
 }
 
+// Byte-level BPE GGUF vocabularies, whose pre-tokenizer llama.cpp picks by `tokenizer.ggml.pre`.
+class BpeGguf : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(BpeGguf, MatchesLlamaCppVectors) {
+  EAGLET_REQUIRE_SHARED();
+  const Tokenizer tok =
+      Tokenizer::from_gguf(test::shared_dir() + "/tokenizers/llamacpp_vocab/ggml-vocab-" + GetParam() + ".gguf");
+  EXPECT_GT(check_llamacpp_vectors(tok, GetParam()), 40);
+}
+
+TEST(Tokenizer, GgufVocabulariesWithoutVectorsLoadAndRoundTrip) {
+  EAGLET_REQUIRE_SHARED();
+  const std::string text = "Hello world!  Numbers 12345, symbols {}[] and \xc3\xa9t\xc3\xa9.";
+  for (const char* name : {"gpt-neox", "baichuan"}) {
+    const Tokenizer tok = Tokenizer::from_gguf(test::shared_dir() + "/tokenizers/llamacpp_vocab/ggml-vocab-" + name + ".gguf");
+    EXPECT_EQ(tok.decode(tok.encode(text, 0, false), false), text) << name;
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Vocabularies, BpeGguf,
+                         ::testing::Values("gpt-2", "mpt", "falcon", "starcoder", "refact", "deepseek-coder",
+                                           "deepseek-llm"),
+                         [](const auto& info) {
+                           std::string n = info.param;
+                           for (char& c : n)
+                             if (c == '-') c = '_';
+                           return n;
+                         });
+
 TEST(Tokenizer, BadGgufIsAClearError) {
   test::TempDir d;
   test::write_text(d.file("x.gguf"), "GGUF\x03");

@@ -8,6 +8,7 @@
 #include "io/gguf.h"
 #include "io/mapped_file.h"
 #include "tokenizer/bpe.h"
+#include "tokenizer/gguf_bpe.h"
 #include "tokenizer/byte_level.h"
 #include "tokenizer/regex_split.h"
 #include "tokenizer/unicode_normalize.h"
@@ -279,7 +280,16 @@ Tokenizer Tokenizer::from_tiktoken(const std::string& ranks_path, const std::str
 Tokenizer Tokenizer::from_gguf(const std::string& path) {
   const json meta = read_gguf_metadata(path);
   const std::string model = meta.value("tokenizer.ggml.model", "");
-  if (model != "llama") fail("{}: GGUF tokenizer model '{}' is not supported (only 'llama', SentencePiece)", path, model);
+  if (model == "gpt2") {
+    Tokenizer t = from_json(gguf_bpe_tokenizer_json(meta, path), path, json::object());
+    t.bos_id_ = int(meta.value("tokenizer.ggml.bos_token_id", -1));
+    t.eos_ids_.clear();
+    if (meta.contains("tokenizer.ggml.eos_token_id")) t.eos_ids_.push_back(meta["tokenizer.ggml.eos_token_id"].get<int>());
+    t.add_bos_ = meta.value("tokenizer.ggml.add_bos_token", false);
+    return t;
+  }
+  if (model != "llama")
+    fail("{}: GGUF tokenizer model '{}' is not supported ('llama' SentencePiece, 'gpt2' byte-level BPE)", path, model);
   if (!meta.contains("tokenizer.ggml.tokens") || !meta.contains("tokenizer.ggml.scores"))
     fail("{}: missing tokenizer.ggml.tokens or tokenizer.ggml.scores", path);
   const auto& tokens = meta["tokenizer.ggml.tokens"];
@@ -373,10 +383,14 @@ std::vector<int> Tokenizer::encode(std::string_view text, int add_bos, bool pars
   size_t seg_start = 0, pos = 0;
   bool first = true;
   while (pos < text.size()) {
+    // Added tokens that are not special (e.g. GPT-NeoX's runs of spaces) always match, as in
+    // Hugging Face and llama.cpp; special ones only when asked to parse them.
     const std::pair<std::string, int>* hit = nullptr;
-    if (parse_special)
-      for (auto& a : added_)
-        if (text.compare(pos, a.first.size(), a.first) == 0) { hit = &a; break; }
+    for (auto& a : added_)
+      if ((parse_special || !is_special_[size_t(a.second)]) && text.compare(pos, a.first.size(), a.first) == 0) {
+        hit = &a;
+        break;
+      }
     if (!hit) { ++pos; continue; }
     if (pos > seg_start) encode_segment(text.substr(seg_start, pos - seg_start), first, &out);
     first = false;
