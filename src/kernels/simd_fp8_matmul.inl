@@ -15,6 +15,9 @@ namespace eaglet::kernels::simd {
 #define EAGLET_FP8_PREFETCH_BYTES 512
 #endif
 inline constexpr int kFp8PrefetchBytes = EAGLET_FP8_PREFETCH_BYTES;
+#ifndef EAGLET_FP8_DECODE_NR
+#define EAGLET_FP8_DECODE_NR 1
+#endif
 
 // `Huge`: some scale * 256 overflows F32, so the 256 is applied separately (same values, two
 // multiplies); real checkpoints never need it, but every E8M0 code must decode exactly.
@@ -75,10 +78,9 @@ inline void fp8_tile_rows(int mr, const float* x, int64_t K, const uint8_t* w, c
 }
 
 // y[m, n] for n0 <= n < n1; K must be a multiple of kMxGroup (checked when weights load).
-template <class E, bool Huge>
-void matmul_fp8_rows(const float* x, int64_t M, int64_t K, const uint8_t* w, const Fp8Scales& s,
-                     int64_t n0, int64_t n1, float* y, int64_t ldy) {
-  constexpr int NR = 4;
+template <class E, int NR, bool Huge>
+void matmul_fp8_nr(const float* x, int64_t M, int64_t K, const uint8_t* w, const Fp8Scales& s,
+                   int64_t n0, int64_t n1, float* y, int64_t ldy) {
   const int64_t MB = std::max<int64_t>(E::kMR, (256 * 1024) / std::max<int64_t>(1, K * 4));
   for (int64_t mb = 0; mb < M; mb += MB) {
     const int64_t me = std::min(M, mb + MB);
@@ -95,6 +97,14 @@ void matmul_fp8_rows(const float* x, int64_t M, int64_t K, const uint8_t* w, con
       }
     }
   }
+}
+
+// As in simd_matmul.inl, a decode step (M = 1) streams one weight row at a time.
+template <class E, bool Huge>
+void matmul_fp8_rows(const float* x, int64_t M, int64_t K, const uint8_t* w, const Fp8Scales& s,
+                     int64_t n0, int64_t n1, float* y, int64_t ldy) {
+  if (M == 1) matmul_fp8_nr<E, EAGLET_FP8_DECODE_NR, Huge>(x, M, K, w, s, n0, n1, y, ldy);
+  else matmul_fp8_nr<E, 4, Huge>(x, M, K, w, s, n0, n1, y, ldy);
 }
 
 template <class E>
