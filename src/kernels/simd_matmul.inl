@@ -14,6 +14,12 @@ namespace eaglet::kernels::simd {
 #define EAGLET_PREFETCH_BYTES 2048
 #endif
 inline constexpr int kPrefetchBytes = EAGLET_PREFETCH_BYTES;
+#ifndef EAGLET_SMALL_BATCH_M
+#define EAGLET_SMALL_BATCH_M 8
+#endif
+#ifndef EAGLET_SMALL_BATCH_NR
+#define EAGLET_SMALL_BATCH_NR 1
+#endif
 
 template <class E, int MR, int NR, class XT, class WT>
 inline void tile(const XT* x, int64_t K, const WT* w, float* y, int64_t ldy) {
@@ -85,6 +91,8 @@ template <class E, class XT, class WT>
 void matmul(const XT* x, int64_t M, int64_t K, const WT* w, int64_t n0, int64_t n1, float* y, int64_t ldy) {
   if (M == 1)
     matmul_nr<E, E::kDecodeNR>(x, M, K, w, n0, n1, y, ldy);
+  else if (M <= EAGLET_SMALL_BATCH_M)  // verification passes: few rows, still weight-streaming bound
+    matmul_nr<E, EAGLET_SMALL_BATCH_NR>(x, M, K, w, n0, n1, y, ldy);
   else
     matmul_nr<E, 4>(x, M, K, w, n0, n1, y, ldy);
 }
