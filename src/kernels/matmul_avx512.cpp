@@ -7,7 +7,7 @@
 #include "kernels/simd_matmul.inl"
 
 #ifndef EAGLET_DECODE_NR
-#define EAGLET_DECODE_NR 1
+#define EAGLET_DECODE_NR 8
 #endif
 
 namespace eaglet::kernels {

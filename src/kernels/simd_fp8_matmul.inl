@@ -99,7 +99,8 @@ void matmul_fp8_nr(const float* x, int64_t M, int64_t K, const uint8_t* w, const
   }
 }
 
-// As in simd_matmul.inl, a decode step (M = 1) streams one weight row at a time.
+// A decode step (M = 1) is bound by the e4m3 decode rather than memory; one row at a time
+// measured slightly faster there than four.
 template <class E, bool Huge>
 void matmul_fp8_rows(const float* x, int64_t M, int64_t K, const uint8_t* w, const Fp8Scales& s,
                      int64_t n0, int64_t n1, float* y, int64_t ldy) {
