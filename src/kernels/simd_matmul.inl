@@ -10,10 +10,6 @@
 
 namespace eaglet::kernels::simd {
 
-#ifndef EAGLET_PREFETCH_BYTES
-#define EAGLET_PREFETCH_BYTES 2048
-#endif
-inline constexpr int kPrefetchBytes = EAGLET_PREFETCH_BYTES;
 
 
 // The small fixed loops are unrolled explicitly: left as loops, GCC keeps the accumulators in
