@@ -39,15 +39,27 @@ struct WeightSet {
   }
 };
 
+// Runs one benchmark on the given ISA and thread count, restoring the ISA afterwards.
+class IsaScope {
+ public:
+  IsaScope(benchmark::State& state, Isa isa, int64_t threads) : saved_(active_isa()) {
+    set_active_isa(isa);
+    ok_ = active_isa() == isa;
+    if (!ok_) state.SkipWithError("ISA not supported on this CPU");
+    ThreadPool::set_global_threads(int(threads));
+  }
+  ~IsaScope() { set_active_isa(saved_); }
+  bool ok() const { return ok_; }
+
+ private:
+  Isa saved_;
+  bool ok_ = false;
+};
+
 void run_matmul(benchmark::State& state, DType dt, Isa isa) {
   const int64_t M = state.range(0), threads = state.range(1);
-  const Isa saved = active_isa();
-  set_active_isa(isa);
-  if (active_isa() != isa) {
-    state.SkipWithError("ISA not supported on this CPU");
-    return;
-  }
-  ThreadPool::set_global_threads(int(threads));
+  IsaScope scope(state, isa, threads);
+  if (!scope.ok()) return;
   static WeightSet* sets[2] = {nullptr, nullptr};
   WeightSet*& ws = sets[dt == DType::BF16];
   if (!ws) ws = new WeightSet(dt, 5632, 2048, dt == DType::BF16 ? 24 : 12);  // ~550 MB
@@ -60,7 +72,6 @@ void run_matmul(benchmark::State& state, DType dt, Isa isa) {
   state.SetBytesProcessed(int64_t(state.iterations()) * ws->view(0).nbytes());
   state.counters["GFLOP/s"] = benchmark::Counter(double(state.iterations()) * 2.0 * M * ws->rows * ws->cols / 1e9,
                                                  benchmark::Counter::kIsRate);
-  set_active_isa(saved);
 }
 
 void args(benchmark::internal::Benchmark* b) {
@@ -81,18 +92,12 @@ void BM_Dot(benchmark::State& state) {
 }
 BENCHMARK(BM_Dot)->Arg(64)->Arg(128);
 
-}  // namespace
 
 // MXFP8 experts of the M3-shaped synthetic model (1024 x 2048 e4m3 + E8M0 scales), ~270 MB.
 void run_mxfp8(benchmark::State& state, Isa isa) {
   const int64_t M = state.range(0), threads = state.range(1), N = 1024, K = 2048, count = 128;
-  const Isa saved = active_isa();
-  set_active_isa(isa);
-  if (active_isa() != isa) {
-    state.SkipWithError("ISA not supported on this CPU");
-    return;
-  }
-  ThreadPool::set_global_threads(int(threads));
+  IsaScope scope(state, isa, threads);
+  if (!scope.ok()) return;
   static std::vector<uint8_t> codes, scales;
   if (codes.empty()) {
     std::mt19937 rng(1);
@@ -112,9 +117,10 @@ void run_mxfp8(benchmark::State& state, Isa isa) {
     benchmark::DoNotOptimize(y.data());
   }
   state.SetBytesProcessed(int64_t(state.iterations()) * (N * K + N * K / 32));
-  set_active_isa(saved);
 }
 BENCHMARK_CAPTURE(run_mxfp8, Mxfp8_avx512, Isa::Avx512)->Args({1, 1})->Args({4, 1})->Args({1, 2})->UseRealTime();
 BENCHMARK_CAPTURE(run_mxfp8, Mxfp8_avx2, Isa::Avx2)->Args({1, 1})->Args({4, 1})->UseRealTime();
+
+}  // namespace
 
 BENCHMARK_MAIN();
