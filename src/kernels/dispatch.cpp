@@ -117,6 +117,20 @@ void rmsnorm(const float* x, const float* w, float eps, float* out, int64_t n) {
   active_table().rmsnorm(x, w, eps, out, n);
 }
 
+void rmsnorm_rows(const float* x, int64_t rows, int64_t n, const float* w, float eps, float* out) {
+  for (int64_t r = 0; r < rows; ++r) rmsnorm(x + r * n, w, eps, out + r * n, n);
+}
+
+void embedding_rows(const WeightView& table, const int* ids, int64_t n, float* out) {
+  const int64_t H = table.cols;
+  const size_t row_bytes = size_t(H) * dtype_size(table.dtype);
+  for (int64_t i = 0; i < n; ++i) {
+    EAGLET_CHECK(ids[i] >= 0 && ids[i] < table.rows, "token id {} is outside the vocabulary (size {})", ids[i],
+                 table.rows);
+    to_f32(table.dtype, static_cast<const uint8_t*>(table.data) + size_t(ids[i]) * row_bytes, out + i * H, H);
+  }
+}
+
 void silu_mul(const float* g, const float* u, float* out, int64_t n) {
   active_table().silu_mul(g, u, out, n);
 }

@@ -58,11 +58,14 @@ struct Fp8Engine {
   static constexpr int kStep = 8, kMR = 2;
   static Acc zero() { return _mm256_setzero_ps(); }
   static __m256 load_x(const float* p) { return _mm256_loadu_ps(p); }
-  // Sign-extending puts the sign at bit 15 after the shift (and a copy at bit 14, masked off).
-  static __m256 decode(const uint8_t* p, float scale256) {
+  // F16 bits of e4m3 / 256: sign-extending puts the sign at bit 15 after the shift (and a copy
+  // at bit 14, masked off). NaN codes come out as 480 / 256; decode_exact() fixes them.
+  static __m128i f16_bits(const uint8_t* p) {
     const __m128i b = _mm_cvtepi8_epi16(_mm_loadl_epi64((const __m128i*)p));
-    const __m128i h = _mm_and_si128(_mm_slli_epi16(b, 7), _mm_set1_epi16(int16_t(0xbf80)));
-    return _mm256_mul_ps(_mm256_cvtph_ps(h), _mm256_set1_ps(scale256));
+    return _mm_and_si128(_mm_slli_epi16(b, 7), _mm_set1_epi16(int16_t(0xbf80)));
+  }
+  static __m256 decode(const uint8_t* p, float scale256) {
+    return _mm256_mul_ps(_mm256_cvtph_ps(f16_bits(p)), _mm256_set1_ps(scale256));
   }
   // Whether a group of kMxGroup codes holds a NaN code (S.1111.111), which decode() misses.
   static bool group_has_nan(const uint8_t* p) {
@@ -70,10 +73,9 @@ struct Fp8Engine {
     return _mm256_movemask_epi8(_mm256_cmpeq_epi8(b, _mm256_set1_epi8(0x7f))) != 0;
   }
   static __m256 decode_exact(const uint8_t* p, float scale256) {
-    const __m128i b = _mm_cvtepu8_epi16(_mm_loadl_epi64((const __m128i*)p));
-    const __m128i mag = _mm_and_si128(b, _mm_set1_epi16(0x7f));
-    __m128i h = _mm_or_si128(_mm_slli_epi16(_mm_and_si128(b, _mm_set1_epi16(0x80)), 8), _mm_slli_epi16(mag, 7));
-    const __m128i nan = _mm_cmpeq_epi16(mag, _mm_set1_epi16(0x7f));
+    const __m128i mag = _mm_set1_epi16(0x3f80);
+    __m128i h = f16_bits(p);
+    const __m128i nan = _mm_cmpeq_epi16(_mm_and_si128(h, mag), mag);
     h = _mm_or_si128(h, _mm_and_si128(nan, _mm_set1_epi16(0x7e00)));
     return _mm256_mul_ps(_mm256_cvtph_ps(h), _mm256_set1_ps(scale256));
   }

@@ -69,11 +69,14 @@ struct Fp8Engine {
   static constexpr int kStep = 16, kMR = 4;
   static Acc zero() { return _mm512_setzero_ps(); }
   static __m512 load_x(const float* p) { return _mm512_loadu_ps(p); }
-  // Sign-extending puts the sign at bit 15 after the shift (and a copy at bit 14, masked off).
-  static __m512 decode(const uint8_t* p, float scale256) {
+  // F16 bits of e4m3 / 256: sign-extending puts the sign at bit 15 after the shift (and a copy
+  // at bit 14, masked off). NaN codes come out as 480 / 256; decode_exact() fixes them.
+  static __m256i f16_bits(const uint8_t* p) {
     const __m256i b = _mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i*)p));
-    const __m256i h = _mm256_and_si256(_mm256_slli_epi16(b, 7), _mm256_set1_epi16(int16_t(0xbf80)));
-    return _mm512_mul_ps(_mm512_cvtph_ps(h), _mm512_set1_ps(scale256));
+    return _mm256_and_si256(_mm256_slli_epi16(b, 7), _mm256_set1_epi16(int16_t(0xbf80)));
+  }
+  static __m512 decode(const uint8_t* p, float scale256) {
+    return _mm512_mul_ps(_mm512_cvtph_ps(f16_bits(p)), _mm512_set1_ps(scale256));
   }
   // Whether a group of kMxGroup codes holds a NaN code (S.1111.111), which decode() misses.
   static bool group_has_nan(const uint8_t* p) {
@@ -81,11 +84,9 @@ struct Fp8Engine {
     return _mm256_cmpeq_epi8_mask(b, _mm256_set1_epi8(0x7f)) != 0;
   }
   static __m512 decode_exact(const uint8_t* p, float scale256) {
-    const __m256i b = _mm256_cvtepu8_epi16(_mm_loadu_si128((const __m128i*)p));
-    const __m256i mag = _mm256_and_si256(b, _mm256_set1_epi16(0x7f));
-    __m256i h = _mm256_or_si256(_mm256_slli_epi16(_mm256_and_si256(b, _mm256_set1_epi16(0x80)), 8),
-                                _mm256_slli_epi16(mag, 7));
-    const __mmask16 nan = _mm256_cmpeq_epi16_mask(mag, _mm256_set1_epi16(0x7f));
+    const __m256i mag = _mm256_set1_epi16(0x3f80);
+    __m256i h = f16_bits(p);
+    const __mmask16 nan = _mm256_cmpeq_epi16_mask(_mm256_and_si256(h, mag), mag);
     h = _mm256_mask_mov_epi16(h, nan, _mm256_or_si256(h, _mm256_set1_epi16(0x7e00)));
     return _mm512_mul_ps(_mm512_cvtph_ps(h), _mm512_set1_ps(scale256));
   }

@@ -52,6 +52,10 @@ void scale(float* x, float a, int64_t n);
 void add(float* y, const float* x, int64_t n);  // y += x
 // out = x * rsqrt(mean(x^2) + eps) * w  (in place allowed)
 void rmsnorm(const float* x, const float* w, float eps, float* out, int64_t n);
+// rmsnorm over each of `rows` rows of width n.
+void rmsnorm_rows(const float* x, int64_t rows, int64_t n, const float* w, float eps, float* out);
+// out[i] = table row ids[i] in F32 (embedding lookup); throws for ids outside [0, table.rows).
+void embedding_rows(const WeightView& table, const int* ids, int64_t n, float* out);
 void silu_mul(const float* gate, const float* up, float* out, int64_t n);  // silu(gate) * up
 void softmax(float* x, int64_t n);                                         // in place, fp32
 // Rotates pairs (i, i + rot/2) for i < rot/2 of one head (NeoX / HF "rotate_half" layout).

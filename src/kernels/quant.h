@@ -6,7 +6,7 @@
 //   MXFP8 (MiniMax-M3): one E8M0 exponent byte per 32 consecutive inputs of a row,
 //     w[n, k] = e4m3(byte) * 2^(scale[n, k / 32] - 127), 0xFF = NaN.
 //
-// The SIMD kernels turn e4m3 into F16 with two shifts (the F16 value is exactly e4m3 / 256 for
+// The SIMD kernels turn e4m3 into F16 with a sign-extend, a shift and a mask (exactly e4m3 / 256 for
 // every finite code, subnormals included) and fold the 256 into the per-block scale, so no
 // dequantised copy of a matrix ever exists.
 #pragma once
@@ -49,13 +49,5 @@ struct Fp8Scales {
   // block scales beyond 2^119): those rows need the two-multiply decode.
   bool any_huge(int64_t n0, int64_t n1) const;
 };
-
-// F16 bit pattern whose value is e4m3(code) / 256 (NaN codes map to an F16 NaN).
-inline uint16_t e4m3_to_f16_div256(uint8_t code) {
-  const uint16_t mag = code & 0x7f;
-  uint16_t bits = uint16_t(uint16_t(code & 0x80) << 8 | uint16_t(mag << 7));
-  if (mag == 0x7f) bits |= 0x7e00;
-  return bits;
-}
 
 }  // namespace eaglet::kernels

@@ -11,13 +11,6 @@
 
 namespace eaglet::kernels::simd {
 
-#ifndef EAGLET_FP8_PREFETCH_BYTES
-#define EAGLET_FP8_PREFETCH_BYTES 512
-#endif
-inline constexpr int kFp8PrefetchBytes = EAGLET_FP8_PREFETCH_BYTES;
-#ifndef EAGLET_FP8_DECODE_NR
-#define EAGLET_FP8_DECODE_NR 4
-#endif
 
 // `Huge`: some scale * 256 overflows F32, so the 256 is applied separately (same values, two
 // multiplies); real checkpoints never need it, but every E8M0 code must decode exactly.
@@ -36,11 +29,6 @@ inline void fp8_tile(const float* x, int64_t K, const uint8_t* w, const Fp8Scale
   for (int64_t k = 0; k < K; k += kMxGroup) {
     float sc[NR];
     bool nan = false;  // NaN codes are rare enough (never, in real weights) to take the exact path
-    // A decode step streams NR rows at once; the hardware prefetcher alone leaves them
-    // latency-bound, so ask for each row's cache lines a few hundred bytes ahead.
-    if (kFp8PrefetchBytes > 0 && k % 64 == 0)
-#pragma GCC unroll 4
-      for (int j = 0; j < NR; ++j) __builtin_prefetch(wr[j] + k + kFp8PrefetchBytes);
 #pragma GCC unroll 4
     for (int j = 0; j < NR; ++j) {
       sc[j] = Huge ? s.scale(n + j, k) : s.scale256(n + j, k);
@@ -78,9 +66,10 @@ inline void fp8_tile_rows(int mr, const float* x, int64_t K, const uint8_t* w, c
 }
 
 // y[m, n] for n0 <= n < n1; K must be a multiple of kMxGroup (checked when weights load).
-template <class E, int NR, bool Huge>
-void matmul_fp8_nr(const float* x, int64_t M, int64_t K, const uint8_t* w, const Fp8Scales& s,
-                   int64_t n0, int64_t n1, float* y, int64_t ldy) {
+template <class E, bool Huge>
+void matmul_fp8_rows(const float* x, int64_t M, int64_t K, const uint8_t* w, const Fp8Scales& s,
+                     int64_t n0, int64_t n1, float* y, int64_t ldy) {
+  constexpr int NR = 4;  // also for decode: one row at a time measured slower in whole decode steps
   const int64_t MB = std::max<int64_t>(E::kMR, (256 * 1024) / std::max<int64_t>(1, K * 4));
   for (int64_t mb = 0; mb < M; mb += MB) {
     const int64_t me = std::min(M, mb + MB);
@@ -97,14 +86,6 @@ void matmul_fp8_nr(const float* x, int64_t M, int64_t K, const uint8_t* w, const
       }
     }
   }
-}
-
-// Rows per tile for a decode step (M = 1); four measured faster than one in whole decode steps.
-template <class E, bool Huge>
-void matmul_fp8_rows(const float* x, int64_t M, int64_t K, const uint8_t* w, const Fp8Scales& s,
-                     int64_t n0, int64_t n1, float* y, int64_t ldy) {
-  if (M == 1) matmul_fp8_nr<E, EAGLET_FP8_DECODE_NR, Huge>(x, M, K, w, s, n0, n1, y, ldy);
-  else matmul_fp8_nr<E, 4, Huge>(x, M, K, w, s, n0, n1, y, ldy);
 }
 
 template <class E>

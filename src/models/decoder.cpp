@@ -9,12 +9,6 @@
 
 namespace eaglet {
 
-namespace {
-void rmsnorm_rows(const float* x, int64_t rows, int64_t n, const std::vector<float>& w, float eps, float* out) {
-  for (int64_t r = 0; r < rows; ++r) kernels::rmsnorm(x + r * n, w.data(), eps, out + r * n, n);
-}
-}  // namespace
-
 ModelConfig DecoderModel::parse_config(const JsonConfig& cfg, const std::string& dir) {
   ModelConfig c = parse_model_config(cfg, dir);
   if (cfg.has("hidden_act") && cfg.get_string("hidden_act", "") != "silu")
@@ -75,18 +69,11 @@ KvCacheShape DecoderModel::kv_shape(int64_t num_blocks, int block_size) const {
 }
 
 void DecoderModel::embed(const int* tokens, int64_t n, float* out) const {
-  const int64_t H = cfg_.hidden;
-  const size_t row_bytes = size_t(H) * dtype_size(embed_.dtype);
-  for (int64_t i = 0; i < n; ++i) {
-    EAGLET_CHECK(tokens[i] >= 0 && tokens[i] < cfg_.vocab, "token id {} is outside the vocabulary (size {})",
-                 tokens[i], cfg_.vocab);
-    kernels::to_f32(embed_.dtype, static_cast<const uint8_t*>(embed_.data) + size_t(tokens[i]) * row_bytes,
-                    out + i * H, H);
-  }
+  kernels::embedding_rows(embed_, tokens, n, out);
 }
 
 void DecoderModel::final_norm(const float* x, int64_t rows, float* out) const {
-  rmsnorm_rows(x, rows, cfg_.hidden, final_norm_, cfg_.rms_eps, out);
+  kernels::rmsnorm_rows(x, rows, cfg_.hidden, final_norm_.data(), cfg_.rms_eps, out);
 }
 
 size_t DecoderModel::weight_bytes_per_token() const {
@@ -103,7 +90,7 @@ void DecoderModel::layer_forward(int l, KvCache& cache, const std::vector<TokenS
   const int64_t qd = cfg_.num_heads * hd, kvd = cfg_.num_kv_heads * hd;
   std::vector<float> xn(size_t(T * H)), q(size_t(T * qd)), k(size_t(T * kvd)), v(size_t(T * kvd)),
       attn(size_t(T * qd)), tmp(size_t(T * H));
-  rmsnorm_rows(x, T, H, L.attn_norm, cfg_.rms_eps, xn.data());
+  kernels::rmsnorm_rows(x, T, H, L.attn_norm.data(), cfg_.rms_eps, xn.data());
   // q, k and v (and below gate and up) in one fork-join each: fewer thread synchronisations per
   // layer, and every thread streams its share of all three weight matrices back to back.
   const kernels::MatmulJob qkv[3] = {{xn.data(), T, &L.q, q.data()}, {xn.data(), T, &L.k, k.data()},
@@ -116,8 +103,8 @@ void DecoderModel::layer_forward(int l, KvCache& cache, const std::vector<TokenS
       kernels::add(v.data() + t * kvd, L.v_bias.data(), kvd);
     }
   if (opts_.qk_norm) {
-    rmsnorm_rows(q.data(), T * cfg_.num_heads, hd, L.q_norm, cfg_.rms_eps, q.data());
-    rmsnorm_rows(k.data(), T * cfg_.num_kv_heads, hd, L.k_norm, cfg_.rms_eps, k.data());
+    kernels::rmsnorm_rows(q.data(), T * cfg_.num_heads, hd, L.q_norm.data(), cfg_.rms_eps, q.data());
+    kernels::rmsnorm_rows(k.data(), T * cfg_.num_kv_heads, hd, L.k_norm.data(), cfg_.rms_eps, k.data());
   }
   apply_rope(rope_, slots, attn_shape_, q.data(), k.data());
   store_kv(cache, l, slots, attn_shape_, k.data(), v.data());
@@ -125,7 +112,7 @@ void DecoderModel::layer_forward(int l, KvCache& cache, const std::vector<TokenS
   kernels::matmul(attn.data(), T, L.o, tmp.data());
   kernels::add(x, tmp.data(), T * H);
 
-  rmsnorm_rows(x, T, H, L.mlp_norm, cfg_.rms_eps, xn.data());
+  kernels::rmsnorm_rows(x, T, H, L.mlp_norm.data(), cfg_.rms_eps, xn.data());
   std::vector<float> g(size_t(T * I)), u(size_t(T * I));
   const kernels::MatmulJob gate_up[2] = {{xn.data(), T, &L.gate, g.data()}, {xn.data(), T, &L.up, u.data()}};
   kernels::matmul_grouped(gate_up, 2);

@@ -9,12 +9,6 @@
 
 namespace eaglet {
 
-namespace {
-void rmsnorm_rows(const float* x, int64_t rows, int64_t n, const std::vector<float>& w, float eps, float* out) {
-  for (int64_t r = 0; r < rows; ++r) kernels::rmsnorm(x + r * n, w.data(), eps, out + r * n, n);
-}
-}  // namespace
-
 Eagle3Config parse_eagle3_config(const JsonConfig& top, int target_layers, AuxNumbering numbering) {
   // speculators nests the Llama fields in transformer_layer_config; everything else is top-level.
   const bool speculators = top.has("transformer_layer_config");
@@ -151,7 +145,7 @@ size_t Eagle3Draft::weight_bytes() const {
 void Eagle3Draft::fuse_aux(const float* aux, int64_t n, float* g) const {
   const int64_t Ht = cfg_.target_hidden;
   std::vector<float> x(aux, aux + n * 3 * Ht);
-  if (cfg_.norm_before_fc) rmsnorm_rows(x.data(), n, 3 * Ht, input_norm_, cfg_.rms_eps, x.data());
+  if (cfg_.norm_before_fc) kernels::rmsnorm_rows(x.data(), n, 3 * Ht, input_norm_.data(), cfg_.rms_eps, x.data());
   if (cfg_.fc_norm)
     for (int64_t r = 0; r < n; ++r)
       for (int i = 0; i < 3; ++i) {
@@ -178,14 +172,8 @@ void Eagle3Draft::forward(KvCache& cache, const std::vector<Eagle3Rows>& chunks,
   const int64_t T = int64_t(tokens.size());
   // x = [input_layernorm(embed(token)), hidden_norm(g)], embedding first.
   std::vector<float> x(size_t(T * 2 * H)), e(size_t(T * H)), residual(size_t(T * H));
-  if (own_embed_) {
-    const size_t row_bytes = size_t(H) * dtype_size(embed_.dtype);
-    for (int64_t t = 0; t < T; ++t)
-      kernels::to_f32(embed_.dtype, static_cast<const uint8_t*>(embed_.data) + size_t(tokens[size_t(t)]) * row_bytes,
-                      e.data() + t * H, H);
-  } else {
-    target_.embed(tokens.data(), T, e.data());
-  }
+  if (own_embed_) kernels::embedding_rows(embed_, tokens.data(), T, e.data());
+  else target_.embed(tokens.data(), T, e.data());
   for (int64_t t = 0; t < T; ++t) {
     kernels::rmsnorm(e.data() + t * H, input_ln_.data(), cfg_.rms_eps, x.data() + t * 2 * H, H);
     float* h = x.data() + t * 2 * H + H;
@@ -204,7 +192,7 @@ void Eagle3Draft::forward(KvCache& cache, const std::vector<Eagle3Rows>& chunks,
   float* out = next_g;
   for (int64_t i = 0; i < T * H; ++i) out[i] = residual[size_t(i)] + tmp[size_t(i)];
   std::vector<float> hn(size_t(T * H)), gt(size_t(T * I)), up(size_t(T * I));
-  rmsnorm_rows(out, T, H, post_ln_, cfg_.rms_eps, hn.data());
+  kernels::rmsnorm_rows(out, T, H, post_ln_.data(), cfg_.rms_eps, hn.data());
   kernels::matmul(hn.data(), T, gate_, gt.data());
   kernels::matmul(hn.data(), T, up_, up.data());
   kernels::silu_mul(gt.data(), up.data(), gt.data(), T * I);
@@ -221,7 +209,7 @@ void Eagle3Draft::forward(KvCache& cache, const std::vector<Eagle3Rows>& chunks,
     base += int64_t(c.tokens.size());
   }
   std::vector<float> normed(size_t(T * H));
-  rmsnorm_rows(out, T, H, norm_, cfg_.rms_eps, normed.data());
+  kernels::rmsnorm_rows(out, T, H, norm_.data(), cfg_.rms_eps, normed.data());
   std::vector<float> sel(rows.size() * size_t(H));
   for (size_t i = 0; i < rows.size(); ++i)
     std::memcpy(&sel[i * size_t(H)], &normed[size_t(rows[i] * H)], size_t(H) * sizeof(float));

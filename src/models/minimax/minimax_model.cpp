@@ -7,12 +7,6 @@
 
 namespace eaglet {
 
-namespace {
-void rmsnorm_rows(const float* x, int64_t rows, int64_t n, const std::vector<float>& w, float eps, float* out) {
-  for (int64_t r = 0; r < rows; ++r) kernels::rmsnorm(x + r * n, w.data(), eps, out + r * n, n);
-}
-}  // namespace
-
 MiniMaxModel::MiniMaxModel(MiniMaxConfig config, Rope rope, WeightStore weights)
     : cfg_(std::move(config)), rope_(std::move(rope)), weights_(std::move(weights)) {
   const ModelConfig& b = cfg_.base;
@@ -100,18 +94,11 @@ KvCacheShape MiniMaxModel::kv_shape(int64_t num_blocks, int block_size) const {
 }
 
 void MiniMaxModel::embed(const int* tokens, int64_t n, float* out) const {
-  const int64_t H = cfg_.base.hidden;
-  const size_t row_bytes = size_t(H) * dtype_size(embed_.dtype);
-  for (int64_t i = 0; i < n; ++i) {
-    EAGLET_CHECK(tokens[i] >= 0 && tokens[i] < cfg_.base.vocab, "token id {} is outside the vocabulary (size {})",
-                 tokens[i], cfg_.base.vocab);
-    kernels::to_f32(embed_.dtype, static_cast<const uint8_t*>(embed_.data) + size_t(tokens[i]) * row_bytes,
-                    out + i * H, H);
-  }
+  kernels::embedding_rows(embed_, tokens, n, out);
 }
 
 void MiniMaxModel::final_norm(const float* x, int64_t rows, float* out) const {
-  rmsnorm_rows(x, rows, cfg_.base.hidden, final_norm_, cfg_.base.rms_eps, out);
+  kernels::rmsnorm_rows(x, rows, cfg_.base.hidden, final_norm_.data(), cfg_.base.rms_eps, out);
 }
 
 size_t MiniMaxModel::weight_bytes_per_token() const {
@@ -148,15 +135,15 @@ void MiniMaxModel::attention(int l, KvCache& cache, const std::vector<TokenSlot>
   const float eps = b.rms_eps;
   if (cfg_.qk_norm) {
     const bool ph = cfg_.qk_norm_per_head;
-    rmsnorm_rows(q.data(), ph ? T * b.num_heads : T, ph ? hd : qd, L.q_norm, eps, q.data());
-    rmsnorm_rows(k.data(), ph ? T * b.num_kv_heads : T, ph ? hd : kvd, L.k_norm, eps, k.data());
+    kernels::rmsnorm_rows(q.data(), ph ? T * b.num_heads : T, ph ? hd : qd, L.q_norm.data(), eps, q.data());
+    kernels::rmsnorm_rows(k.data(), ph ? T * b.num_kv_heads : T, ph ? hd : kvd, L.k_norm.data(), eps, k.data());
   }
   apply_rope(rope_, slots, attn_shape_, q.data(), k.data());
   store_kv(cache, l, slots, attn_shape_, k.data(), v.data());
   std::vector<float> attn(size_t(T * qd));
   if (L.sparse) {
-    rmsnorm_rows(iq.data(), T * G, D, L.index_q_norm, eps, iq.data());
-    rmsnorm_rows(ik.data(), T, D, L.index_k_norm, eps, ik.data());
+    kernels::rmsnorm_rows(iq.data(), T * G, D, L.index_q_norm.data(), eps, iq.data());
+    kernels::rmsnorm_rows(ik.data(), T, D, L.index_k_norm.data(), eps, ik.data());
     apply_rope(rope_, slots, AttentionShape{int(G), 1, int(D)}, iq.data(), ik.data());
     store_index_keys(cache, l, slots, ik.data(), int(D));
     msa_attention(cache, l, slots, attn_shape_, cfg_.msa, q.data(), iq.data(), attn.data(), msa_trace_);
@@ -172,10 +159,10 @@ void MiniMaxModel::layer_forward(int l, KvCache& cache, const std::vector<TokenS
   const MiniMaxLayer& L = layers_[size_t(l)];
   const int64_t T = int64_t(slots.size()), H = cfg_.base.hidden;
   std::vector<float> xn(size_t(T * H)), tmp(size_t(T * H));
-  rmsnorm_rows(x, T, H, L.attn_norm, cfg_.base.rms_eps, xn.data());
+  kernels::rmsnorm_rows(x, T, H, L.attn_norm.data(), cfg_.base.rms_eps, xn.data());
   attention(l, cache, slots, xn.data(), tmp.data(), stats);
   kernels::add(x, tmp.data(), T * H);
-  rmsnorm_rows(x, T, H, L.mlp_norm, cfg_.base.rms_eps, xn.data());
+  kernels::rmsnorm_rows(x, T, H, L.mlp_norm.data(), cfg_.base.rms_eps, xn.data());
   if (L.moe) moe_forward(L.moe_weights, MoeRouting{cfg_.top_k, cfg_.routed_scaling}, act_, xn.data(), T, tmp.data(), stats);
   else mlp_forward(L.mlp, act_, xn.data(), T, tmp.data(), stats);
   kernels::add(x, tmp.data(), T * H);

@@ -83,7 +83,7 @@ void moe_forward(const MoeWeights& w, const MoeRouting& routing, const GatedActi
   struct Batch {
     std::vector<float> x, g, u, y;
   };
-  std::vector<Batch> batches(active.size() + 1);  // last one: the shared expert over all tokens
+  std::vector<Batch> batches(active.size() + 1);  // the last for the shared expert, over all tokens
   std::vector<const MlpWeights*> mlps;
   std::vector<int64_t> rows;
   for (size_t a = 0; a < active.size(); ++a) {
@@ -95,24 +95,24 @@ void moe_forward(const MoeWeights& w, const MoeRouting& routing, const GatedActi
     mlps.push_back(&w.experts[size_t(active[a])]);
     rows.push_back(int64_t(toks.size()));
   }
-  if (w.has_shared) {
-    batches.back().x.assign(x, x + T * H);
+  if (w.has_shared) {  // reads x in place
     mlps.push_back(&w.shared);
     rows.push_back(T);
   }
   std::vector<kernels::MatmulJob> jobs;
   for (size_t i = 0; i < mlps.size(); ++i) {
-    Batch& b = i < active.size() ? batches[i] : batches.back();
+    Batch& b = batches[i];
     const int64_t I = mlps[i]->gate.rows;
     b.g.resize(size_t(rows[i] * I));
     b.u.resize(size_t(rows[i] * I));
-    jobs.push_back({b.x.data(), rows[i], &mlps[i]->gate, b.g.data()});
-    jobs.push_back({b.x.data(), rows[i], &mlps[i]->up, b.u.data()});
+    const float* in = i < active.size() ? b.x.data() : x;
+    jobs.push_back({in, rows[i], &mlps[i]->gate, b.g.data()});
+    jobs.push_back({in, rows[i], &mlps[i]->up, b.u.data()});
   }
   kernels::matmul_grouped(jobs.data(), jobs.size());
   jobs.clear();
   for (size_t i = 0; i < mlps.size(); ++i) {
-    Batch& b = i < active.size() ? batches[i] : batches.back();
+    Batch& b = batches[i];
     act.apply(b.g.data(), b.u.data(), b.g.data(), int64_t(b.g.size()));
     b.y.resize(size_t(rows[i] * H));
     jobs.push_back({b.g.data(), rows[i], &mlps[i]->down, b.y.data()});
