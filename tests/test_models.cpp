@@ -3,6 +3,8 @@
 // single-token decode over the paged KV cache.
 #include <gtest/gtest.h>
 
+#include <cstring>
+
 #include <cmath>
 #include <fstream>
 
@@ -169,6 +171,30 @@ TEST(Decoder, ReadingWeightsIntoMemoryGivesTheSameLogits) {
   const auto read = logits();
   MappedFile::set_read_into_memory(false);
   EXPECT_EQ(mapped, read);
+}
+
+TEST(Decoder, WeightsReadIntoMemoryStartOnPageBoundaries) {
+  // Safetensors aligns tensor data to 8 bytes only; read into memory, the payload is shifted so
+  // that tensors whose file offsets are multiples of 4 KB (nearly all weights) start on a page.
+  test::TempDir dir;
+  const std::string path = dir.path() + "/w.safetensors";
+  std::vector<TensorToWrite> tensors;
+  for (const char* name : {"a", "b", "c"}) {
+    std::string bytes(4096, '\0');
+    for (size_t i = 0; i < bytes.size(); ++i) bytes[i] = char(i * 7 + name[0]);
+    tensors.push_back({name, DType::F32, {1024}, bytes});
+  }
+  write_safetensors(path, tensors);
+  const Checkpoint mapped = Checkpoint::open_file(path);
+  MappedFile::set_read_into_memory(true);
+  const Checkpoint read = Checkpoint::open_file(path);
+  MappedFile::set_read_into_memory(false);
+  for (const char* name : {"a", "b", "c"}) {
+    const TensorInfo& t = read.get(name);
+    EXPECT_EQ(reinterpret_cast<uintptr_t>(t.data) % kWeightAlignment, 0u) << name;
+    ASSERT_EQ(t.nbytes, mapped.get(name).nbytes);
+    EXPECT_EQ(std::memcmp(t.data, mapped.get(name).data, t.nbytes), 0) << name;
+  }
 }
 
 }  // namespace

@@ -143,7 +143,9 @@ TEST_F(ServerTest, BadRequestsGetOpenAiErrorsAndTheServerKeepsServing) {
     ASSERT_TRUE(r.contains("error")) << r.dump();
     EXPECT_TRUE(r["error"]["message"].is_string());
     EXPECT_TRUE(r["error"]["type"].is_string());
-    if (!param.empty()) EXPECT_EQ(r["error"]["param"], param) << body;
+    if (!param.empty()) {
+      EXPECT_EQ(r["error"]["param"], param) << body;
+    }
   };
   expect_error("{not json", 400);
   expect_error("[1, 2]", 400);

@@ -77,7 +77,7 @@ TEST(Ttt, LossMatchesDirectComputation) {
     torch::NoGradGuard ng;
     m->embed.normal_();
   }
-  const int64_t B = 2, T = 7, V = 20, Vd = 12;
+  const int64_t B = 2, T = 7, V = 20;
   TttBatch b;
   b.ids = torch::randint(0, V, {B, T}, torch::kLong);
   b.aux = torch::randn({B, T, 48});

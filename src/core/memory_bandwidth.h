@@ -7,7 +7,7 @@ namespace eaglet {
 class ThreadPool;
 
 struct MemoryBandwidth {
-  double read_gbps = 0;  // bytes read per second (a reduction over a large array)
+  double read_gbps = 0;  // bytes read per second: the best of one and four streams per thread
   double copy_gbps = 0;  // STREAM "copy" convention: bytes read + bytes written per second
 };
 

@@ -2,12 +2,48 @@
 
 #include <sched.h>
 
+#include <chrono>
 #include <memory>
 
 namespace eaglet {
 
 namespace {
 std::unique_ptr<ThreadPool> g_pool;
+
+// How a thread waits for the other side of a fork-join: pause instructions first (the next job
+// or the last worker is usually microseconds away), then yields, so that when processes share
+// cores (ctest -j, a trainer beside a server) the waiting thread hands its core to the one it
+// waits for; after the whole budget it gives up and the caller sleeps on a condition variable.
+// Yields are system calls, costly on a VM, hence the pause phase first.
+class Spinner {
+ public:
+  Spinner() : start_(std::chrono::steady_clock::now()) {}
+  // One wait step; false once the budget is spent.
+  bool step() {
+    if ((++i_ & 63) == 0) {
+      const auto spent = std::chrono::steady_clock::now() - start_;
+      if (spent > kBudget) return false;
+      yield_ = spent > kPausePhase;
+    }
+    if (yield_) {
+      std::this_thread::yield();
+    } else {
+#if defined(__x86_64__) || defined(__i386__)
+      __builtin_ia32_pause();
+#endif
+    }
+    return true;
+  }
+
+ private:
+  // Long enough to bridge the gaps between the matmuls of a forward pass, short enough that an
+  // idle server's workers are asleep almost at once.
+  static constexpr std::chrono::microseconds kPausePhase{50}, kBudget{500};
+  std::chrono::steady_clock::time_point start_;
+  int i_ = 0;
+  bool yield_ = false;
+};
+
 std::mutex g_pool_mu;
 
 void chunk_range(int64_t n, int64_t grain, int parts, int index, int64_t* b, int64_t* e) {
@@ -28,29 +64,39 @@ ThreadPool::~ThreadPool() {
   {
     std::lock_guard<std::mutex> lk(mu_);
     stop_ = true;
+    generation_.fetch_add(1);
   }
   cv_start_.notify_all();
   for (auto& t : workers_) t.join();
 }
 
+uint64_t ThreadPool::spin_for_job(uint64_t seen) const {
+  Spinner spin;
+  do {
+    const uint64_t g = generation_.load(std::memory_order_acquire);
+    if (g != seen) return g;
+  } while (spin.step());
+  return seen;
+}
+
 void ThreadPool::worker_loop(int index) {
   uint64_t seen = 0;
   for (;;) {
-    const std::function<void(int64_t, int64_t, int)>* job;
-    int64_t n, grain;
-    {
+    uint64_t g = spin_for_job(seen);
+    if (g == seen) {
       std::unique_lock<std::mutex> lk(mu_);
-      cv_start_.wait(lk, [&] { return stop_ || generation_ != seen; });
-      if (stop_) return;
-      seen = generation_;
-      job = job_;
-      n = job_n_;
-      grain = job_grain_;
+      sleepers_.fetch_add(1);
+      cv_start_.wait(lk, [&] { return generation_.load() != seen; });
+      sleepers_.fetch_sub(1);
+      g = generation_.load();
     }
+    seen = g;
+    if (stop_.load()) return;
+    // job_ and its bounds were written before the generation moved (release / acquire).
     int64_t b, e;
-    chunk_range(n, grain, num_threads_, index, &b, &e);
-    if (b < e) (*job)(b, e, index);
-    if (pending_.fetch_sub(1) == 1) {
+    chunk_range(job_n_, job_grain_, num_threads_, index, &b, &e);
+    if (b < e) (*job_)(b, e, index);
+    if (pending_.fetch_sub(1, std::memory_order_acq_rel) == 1) {
       std::lock_guard<std::mutex> lk(mu_);
       cv_done_.notify_one();
     }
@@ -71,18 +117,23 @@ void ThreadPool::parallel_for(int64_t n, const std::function<void(int64_t, int64
     job_ = &fn;
     job_n_ = n;
     job_grain_ = grain;
-    pending_.store(num_threads_ - 1);
-    ++generation_;
+    pending_.store(num_threads_ - 1, std::memory_order_relaxed);
+    generation_.fetch_add(1, std::memory_order_release);
   }
-  cv_start_.notify_all();
+  // A worker counts itself a sleeper under mu_ before testing the generation, so one that
+  // missed the bump above is visible here.
+  if (sleepers_.load() > 0) cv_start_.notify_all();
   int64_t b, e;
   chunk_range(n, grain, num_threads_, 0, &b, &e);
   if (b < e) fn(b, e, 0);
-  // Short spin first: most kernels finish within microseconds of each other.
-  for (int spin = 0; spin < 20000 && pending_.load(std::memory_order_acquire) != 0; ++spin) {
+  Spinner spin;
+  while (pending_.load(std::memory_order_acquire) != 0) {
+    if (!spin.step()) {
+      std::unique_lock<std::mutex> lk(mu_);
+      cv_done_.wait(lk, [&] { return pending_.load() == 0; });
+      break;
+    }
   }
-  std::unique_lock<std::mutex> lk(mu_);
-  cv_done_.wait(lk, [&] { return pending_.load() == 0; });
   job_ = nullptr;
 }
 

@@ -1,9 +1,15 @@
 // Fork-join pool for the kernels: parallel_for splits [0, n) into one contiguous chunk per
 // worker, so each output element is always computed by the same code path whatever the thread
 // count; results are bitwise identical across thread counts.
+//
+// A decode step is a chain of ~100 short fork-joins (one per matmul), each worth a few hundred
+// microseconds of memory streaming. Waking a sleeping thread through the kernel costs tens of
+// microseconds on a VM, so workers spin for a short while after each job (like ggml's threads
+// between graph nodes) and only then sleep on the condition variable.
 #pragma once
 #include <atomic>
 #include <condition_variable>
+#include <cstdint>
 #include <functional>
 #include <mutex>
 #include <thread>
@@ -31,6 +37,8 @@ class ThreadPool {
 
  private:
   void worker_loop(int index);
+  // Spins until `generation_` moves past `seen` or the spin budget runs out; returns the new one.
+  uint64_t spin_for_job(uint64_t seen) const;
 
   int num_threads_;
   std::vector<std::thread> workers_;
@@ -38,9 +46,10 @@ class ThreadPool {
   std::condition_variable cv_start_, cv_done_;
   const std::function<void(int64_t, int64_t, int)>* job_ = nullptr;
   int64_t job_n_ = 0, job_grain_ = 1;
-  uint64_t generation_ = 0;
+  std::atomic<uint64_t> generation_{0};
   std::atomic<int> pending_{0};
-  bool stop_ = false;
+  std::atomic<int> sleepers_{0};  // workers blocked on cv_start_ (they need a notify)
+  std::atomic<bool> stop_{false};
   std::mutex run_mu_;  // one parallel_for at a time
 };
 

@@ -19,26 +19,28 @@ namespace eaglet {
 namespace {
 bool g_read_into_memory = false;
 
-void* read_whole_file(int fd, size_t size, const std::string& path) {
-  void* p = ::mmap(nullptr, size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+// Reads the file into a fresh anonymous region of `region_size` bytes, starting `shift` bytes in.
+void* read_whole_file(int fd, size_t size, size_t shift, size_t region_size, const std::string& path) {
+  void* p = ::mmap(nullptr, region_size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
   if (p == MAP_FAILED) return p;
-  ::madvise(p, size, MADV_HUGEPAGE);
+  ::madvise(p, region_size, MADV_HUGEPAGE);
+  uint8_t* dst = static_cast<uint8_t*>(p) + shift;
   for (size_t off = 0; off < size;) {
-    const ssize_t n = ::pread(fd, static_cast<uint8_t*>(p) + off, std::min<size_t>(size - off, size_t(1) << 30), off_t(off));
+    const ssize_t n = ::pread(fd, dst + off, std::min<size_t>(size - off, size_t(1) << 30), off_t(off));
     if (n <= 0) {
-      ::munmap(p, size);
+      ::munmap(p, region_size);
       fail("{}: read failed at byte {}: {}", path, off, n < 0 ? std::strerror(errno) : "unexpected end of file");
     }
     off += size_t(n);
   }
-  ::mprotect(p, size, PROT_READ);
+  ::mprotect(p, region_size, PROT_READ);
   return p;
 }
 }  // namespace
 
 void MappedFile::set_read_into_memory(bool read) { g_read_into_memory = read; }
 
-MappedFile::MappedFile(const std::string& path) : path_(path) {
+MappedFile::MappedFile(const std::string& path, size_t aligned_offset) : path_(path) {
   int fd = ::open(path.c_str(), O_RDONLY);
   if (fd < 0) fail("{}: cannot open: {}", path, std::strerror(errno));
   struct stat st;
@@ -48,18 +50,27 @@ MappedFile::MappedFile(const std::string& path) : path_(path) {
   }
   size_ = size_t(st.st_size);
   if (size_ > 0) {
-    data_ = g_read_into_memory ? read_whole_file(fd, size_, path) : ::mmap(nullptr, size_, PROT_READ, MAP_SHARED, fd, 0);
-    if (data_ == MAP_FAILED) {
+    size_t shift = 0;
+    region_size_ = size_;
+    if (g_read_into_memory) {
+      shift = (kWeightAlignment - aligned_offset % kWeightAlignment) % kWeightAlignment;
+      region_size_ = size_ + shift;
+      region_ = read_whole_file(fd, size_, shift, region_size_, path);
+    } else {
+      region_ = ::mmap(nullptr, size_, PROT_READ, MAP_SHARED, fd, 0);
+    }
+    if (region_ == MAP_FAILED) {
       ::close(fd);
-      data_ = nullptr;
+      region_ = nullptr;
       fail("{}: cannot mmap: {}", path, std::strerror(errno));
     }
+    data_ = static_cast<uint8_t*>(region_) + shift;
   }
   ::close(fd);
 }
 
 MappedFile::~MappedFile() {
-  if (data_) ::munmap(data_, size_);
+  if (region_) ::munmap(region_, region_size_);
 }
 
 bool file_exists(const std::string& path) {

@@ -7,9 +7,18 @@
 
 namespace eaglet {
 
+// Where the tensor data of a file read into memory starts. Safetensors only aligns to 8 bytes:
+// a tensor starting mid cache line splits every 64-byte load in two (~10% of decode speed), and
+// one starting mid page makes every 4 KB weight row (hidden 2048, BF16) straddle two pages, where
+// the hardware prefetchers stop (~12% more). Tensor sizes are nearly always multiples of 4 KB,
+// so a page-aligned payload start aligns the tensors after it as well.
+inline constexpr size_t kWeightAlignment = 4096;
+
 class MappedFile {
  public:
-  explicit MappedFile(const std::string& path);
+  // When the file is read into memory, the byte at `aligned_offset` lands on a kWeightAlignment
+  // boundary (a mapping keeps the file's own alignment).
+  explicit MappedFile(const std::string& path, size_t aligned_offset = 0);
   ~MappedFile();
   MappedFile(const MappedFile&) = delete;
   MappedFile& operator=(const MappedFile&) = delete;
@@ -25,8 +34,9 @@ class MappedFile {
 
  private:
   std::string path_;
-  void* data_ = nullptr;
-  size_t size_ = 0;
+  void* data_ = nullptr;  // the file's first byte
+  void* region_ = nullptr;  // what was mapped (data_ minus the alignment shift)
+  size_t size_ = 0, region_size_ = 0;
 };
 
 // Whole-file reads for small text files; `.gz` files are inflated with zlib.

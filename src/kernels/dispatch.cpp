@@ -69,12 +69,17 @@ class PreparedMatmul {
 
 constexpr int64_t kRowGrain = 16;
 
+// Below this many multiply-adds a fork-join costs more than it saves (tiny test and draft
+// models); such matmuls run on the calling thread. Results do not depend on the choice.
+constexpr int64_t kMinParallelMacs = int64_t(1) << 16;
+
 }  // namespace
 
 void matmul(const float* x, int64_t M, const WeightView& w, float* y, const float* bias,
             ThreadPool* pool) {
   if (!pool) pool = &ThreadPool::global();
   PreparedMatmul mm(active_table(), x, M, w, y);
+  if (M * w.rows * w.cols < kMinParallelMacs) return mm.run(0, w.rows, bias);
   pool->parallel_for(w.rows, [&](int64_t n0, int64_t n1, int) { mm.run(n0, n1, bias); }, kRowGrain);
 }
 
@@ -84,9 +89,16 @@ void matmul_grouped(const MatmulJob* jobs, size_t num_jobs, ThreadPool* pool) {
   prepared.reserve(num_jobs);
   // Each job's rows are padded to the grain so a thread's chunk never straddles two jobs mid-tile.
   std::vector<int64_t> start(num_jobs + 1, 0);
+  int64_t macs = 0;
   for (size_t j = 0; j < num_jobs; ++j) {
     prepared.emplace_back(active_table(), jobs[j].x, jobs[j].M, *jobs[j].w, jobs[j].y);
     start[j + 1] = start[j] + (jobs[j].w->rows + kRowGrain - 1) / kRowGrain * kRowGrain;
+    macs += jobs[j].M * jobs[j].w->rows * jobs[j].w->cols;
+  }
+  if (macs < kMinParallelMacs) {
+    for (size_t j = 0; j < num_jobs; ++j)
+      if (jobs[j].M > 0) prepared[j].run(0, jobs[j].w->rows, nullptr);
+    return;
   }
   pool->parallel_for(
       start[num_jobs],

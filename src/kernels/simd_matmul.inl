@@ -21,8 +21,10 @@ inline void tile(const XT* x, int64_t K, const WT* w, float* y, int64_t ldy) {
   for (int i = 0; i < MR; ++i)
 #pragma GCC unroll 8
     for (int j = 0; j < NR; ++j) acc[i][j] = E::zero();
+  const int64_t k_full = K - K % E::kStep;
   int64_t k = 0;
-  for (; k + E::kStep <= K; k += E::kStep) {
+#pragma GCC unroll 4
+  for (; k < k_full; k += E::kStep) {
     typename E::W wv[NR];
 #pragma GCC unroll 8
     for (int j = 0; j < NR; ++j) wv[j] = E::load_w(w + j * K + k);
@@ -86,13 +88,44 @@ void matmul_nr(const XT* x, int64_t M, int64_t K, const WT* w, int64_t n0, int64
   }
 }
 
+// Decode: one row of x against NR weight rows at a time, the weight loads interleaved with the
+// multiply-adds and K unrolled. Written as the plain loop it is: the same arithmetic through
+// tile<E, 1, NR> streams weights ~10% slower (measured on a Zen 3 VM). Per output element the
+// steps are exactly tile's, so decode and batched rows stay bitwise equal.
+template <class E, int NR, class XT, class WT>
+void matvec(const XT* x, int64_t K, const WT* w, int64_t n0, int64_t n1, float* y) {
+  const int64_t k_full = K - K % E::kStep;
+  const int rem = int(K - k_full);
+  int64_t n = n0;
+  for (; n + NR <= n1; n += NR) {
+    const WT* ws = w + n * K;
+    typename E::Acc acc[NR];
+#pragma GCC unroll 16
+    for (int j = 0; j < NR; ++j) acc[j] = E::zero();
+#pragma GCC unroll 4
+    for (int64_t k = 0; k < k_full; k += E::kStep) {
+      const auto xv = E::load_x(x + k);
+#pragma GCC unroll 16
+      for (int j = 0; j < NR; ++j) acc[j] = E::madd(acc[j], xv, E::load_w(ws + j * K + k));
+    }
+    if (rem) {
+      const auto xv = E::load_x_n(x + k_full, rem);
+#pragma GCC unroll 16
+      for (int j = 0; j < NR; ++j) acc[j] = E::madd(acc[j], xv, E::load_w_n(ws + j * K + k_full, rem));
+    }
+#pragma GCC unroll 16
+    for (int j = 0; j < NR; ++j) y[n + j] = E::reduce(acc[j]);
+  }
+  for (; n < n1; ++n) tile<E, 1, 1>(x, K, w + n * K, y + n, 1);
+}
+
 // Column grouping only decides which accumulators live side by side; each output element's
 // accumulation order is the same, so choosing NR by M keeps batch invariance. A single row
 // (decode) streams more weight rows at once to keep more memory requests in flight.
 template <class E, class XT, class WT>
 void matmul(const XT* x, int64_t M, int64_t K, const WT* w, int64_t n0, int64_t n1, float* y, int64_t ldy) {
   if (M == 1)
-    matmul_nr<E, E::kDecodeNR>(x, M, K, w, n0, n1, y, ldy);
+    matvec<E, E::kDecodeNR>(x, K, w, n0, n1, y);
   else
     matmul_nr<E, 4>(x, M, K, w, n0, n1, y, ldy);
 }

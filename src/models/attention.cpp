@@ -56,12 +56,16 @@ void attend_head(KvCache& cache, int layer, SeqId seq, int kv_head, int head_dim
     }
 }
 
+namespace {
+constexpr int64_t kMinParallelAttentionMacs = int64_t(1) << 16;
+}  // namespace
+
 void paged_attention(KvCache& cache, int layer, const std::vector<TokenSlot>& slots,
                      const AttentionShape& s, const float* q, float* out) {
   const int64_t T = int64_t(slots.size());
   const int group = s.num_heads / s.num_kv_heads;
   const int hd = s.head_dim;
-  ThreadPool::global().parallel_for(T * s.num_heads, [&](int64_t b, int64_t e, int) {
+  auto heads = [&](int64_t b, int64_t e, int) {
     for (int64_t i = b; i < e; ++i) {
       const int64_t t = i / s.num_heads;
       const int h = int(i % s.num_heads);
@@ -69,7 +73,12 @@ void paged_attention(KvCache& cache, int layer, const std::vector<TokenSlot>& sl
       attend_head(cache, layer, slots[size_t(t)].seq, h / group, hd, q + (t * s.num_heads + h) * hd, &all, 1,
                   out + (t * s.num_heads + h) * hd);
     }
-  });
+  };
+  // Two multiply-adds per cached position and head dimension; small passes skip the fork-join.
+  int64_t work = 0;
+  for (const TokenSlot& slot : slots) work += 2 * (slot.pos + 1) * s.num_heads * hd;
+  if (work < kMinParallelAttentionMacs) return heads(0, T * s.num_heads, 0);
+  ThreadPool::global().parallel_for(T * s.num_heads, heads);
 }
 
 }  // namespace eaglet
