@@ -46,14 +46,6 @@ class Spinner {
 
 std::mutex g_pool_mu;
 
-void chunk_range(int64_t n, int64_t grain, int parts, int index, int64_t* b, int64_t* e) {
-  const int64_t units = (n + grain - 1) / grain;
-  const int64_t per = units / parts, extra = units % parts;
-  const int64_t ub = index * per + std::min<int64_t>(index, extra);
-  const int64_t ue = ub + per + (index < extra ? 1 : 0);
-  *b = std::min(n, ub * grain);
-  *e = std::min(n, ue * grain);
-}
 }  // namespace
 
 ThreadPool::ThreadPool(int num_threads) : num_threads_(std::max(1, num_threads)) {
@@ -93,9 +85,7 @@ void ThreadPool::worker_loop(int index) {
     seen = g;
     if (stop_.load()) return;
     // job_ and its bounds were written before the generation moved (release / acquire).
-    int64_t b, e;
-    chunk_range(job_n_, job_grain_, num_threads_, index, &b, &e);
-    if (b < e) (*job_)(b, e, index);
+    run_chunks(index);
     if (pending_.fetch_sub(1, std::memory_order_acq_rel) == 1) {
       std::lock_guard<std::mutex> lk(mu_);
       cv_done_.notify_one();
@@ -116,16 +106,16 @@ void ThreadPool::parallel_for(int64_t n, const std::function<void(int64_t, int64
     std::lock_guard<std::mutex> lk(mu_);
     job_ = &fn;
     job_n_ = n;
-    job_grain_ = grain;
     pending_.store(num_threads_ - 1, std::memory_order_relaxed);
+    next_.store(0, std::memory_order_relaxed);
+    const int64_t units = (n + grain - 1) / grain;
+    job_chunk_ = std::max<int64_t>(1, units / (int64_t(num_threads_) * 4)) * grain;
     generation_.fetch_add(1, std::memory_order_release);
   }
   // A worker counts itself a sleeper under mu_ before testing the generation, so one that
   // missed the bump above is visible here.
   if (sleepers_.load() > 0) cv_start_.notify_all();
-  int64_t b, e;
-  chunk_range(n, grain, num_threads_, 0, &b, &e);
-  if (b < e) fn(b, e, 0);
+  run_chunks(0);
   Spinner spin;
   while (pending_.load(std::memory_order_acquire) != 0) {
     if (!spin.step()) {
@@ -135,6 +125,14 @@ void ThreadPool::parallel_for(int64_t n, const std::function<void(int64_t, int64
     }
   }
   job_ = nullptr;
+}
+
+void ThreadPool::run_chunks(int index) {
+  for (;;) {
+    const int64_t b = next_.fetch_add(job_chunk_, std::memory_order_relaxed);
+    if (b >= job_n_) return;
+    (*job_)(b, std::min(job_n_, b + job_chunk_), index);
+  }
 }
 
 int ThreadPool::default_threads() {

@@ -1,6 +1,8 @@
-// Fork-join pool for the kernels: parallel_for splits [0, n) into one contiguous chunk per
-// worker, so each output element is always computed by the same code path whatever the thread
-// count; results are bitwise identical across thread counts.
+// Fork-join pool for the kernels. parallel_for hands out [0, n) in grain-aligned chunks, about
+// four per thread, from a shared counter: on a VM a thread can lose its core for a moment, and
+// static halves would leave the other one waiting. Which thread runs an item never changes the
+// item's result (every kernel computes each output element by one code path), so results are
+// bitwise identical across thread counts.
 //
 // A decode step is a chain of ~100 short fork-joins (one per matmul), each worth a few hundred
 // microseconds of memory streaming. Waking a sleeping thread through the kernel costs tens of
@@ -26,7 +28,8 @@ class ThreadPool {
 
   int size() const { return num_threads_; }
 
-  // fn(begin, end, thread_index); chunks are aligned to `grain` items.
+  // fn(begin, end, thread_index), possibly several times per thread; chunks are aligned to
+  // `grain` items.
   void parallel_for(int64_t n, const std::function<void(int64_t, int64_t, int)>& fn,
                     int64_t grain = 1);
 
@@ -37,6 +40,7 @@ class ThreadPool {
 
  private:
   void worker_loop(int index);
+  void run_chunks(int index);  // takes chunks of the current job until none are left
   // Spins until `generation_` moves past `seen` or the spin budget runs out; returns the new one.
   uint64_t spin_for_job(uint64_t seen) const;
 
@@ -45,9 +49,11 @@ class ThreadPool {
   std::mutex mu_;
   std::condition_variable cv_start_, cv_done_;
   const std::function<void(int64_t, int64_t, int)>* job_ = nullptr;
-  int64_t job_n_ = 0, job_grain_ = 1;
+  int64_t job_n_ = 0;
   std::atomic<uint64_t> generation_{0};
   std::atomic<int> pending_{0};
+  std::atomic<int64_t> next_{0};  // first item of the next chunk to hand out
+  int64_t job_chunk_ = 1;
   std::atomic<int> sleepers_{0};  // workers blocked on cv_start_ (they need a notify)
   std::atomic<bool> stop_{false};
   std::mutex run_mu_;  // one parallel_for at a time
