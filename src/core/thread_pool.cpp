@@ -109,7 +109,7 @@ void ThreadPool::parallel_for(int64_t n, const std::function<void(int64_t, int64
     pending_.store(num_threads_ - 1, std::memory_order_relaxed);
     next_.store(0, std::memory_order_relaxed);
     const int64_t units = (n + grain - 1) / grain;
-    job_chunk_ = std::max<int64_t>(1, units / (int64_t(num_threads_) * 4)) * grain;
+    job_chunk_ = std::max<int64_t>(1, units / (int64_t(num_threads_) * 16)) * grain;
     generation_.fetch_add(1, std::memory_order_release);
   }
   // A worker counts itself a sleeper under mu_ before testing the generation, so one that

