@@ -111,6 +111,40 @@ TEST(Kernels, VectorOpsMatchScalar) {
   }
 }
 
+TEST(Kernels, AttentionRowOpsEqualPerRowCalls) {
+  // dot_rows / axpy_rows over strided cache rows equal dot / axpy called row by row, bitwise,
+  // on every ISA (and the SIMD paths match scalar within rounding).
+  const IsaTable& ref = kernels::scalar_table();
+  for (int64_t dim : {1, 7, 16, 40, 64, 67, 128, 200})
+    for (int64_t n : {1, 3, 17}) {
+      const int64_t stride = dim + 13;
+      auto rows = test::random_normal(size_t(n * stride), 1.0f, uint64_t(dim * 100 + n));
+      auto q = test::random_normal(size_t(dim), 1.0f, uint64_t(dim + n));
+      auto w = test::random_normal(size_t(n), 1.0f, uint64_t(dim * 7 + n));
+      auto init = test::random_normal(size_t(dim), 1.0f, uint64_t(dim * 3 + n));
+      std::vector<float> want_scores(static_cast<size_t>(n)), want_out(init);
+      ref.dot_rows(q.data(), rows.data(), stride, n, dim, 0.5f, want_scores.data());
+      ref.axpy_rows(w.data(), rows.data(), stride, n, dim, want_out.data());
+      for (Isa isa : {Isa::Scalar, Isa::Avx2, Isa::Avx512}) {
+        if (int(isa) > int(best_supported_isa())) continue;
+        const IsaTable& t = kernels::table_for(isa);
+        const std::string tag = std::string(isa_name(isa)) + " dim=" + std::to_string(dim) + " n=" + std::to_string(n);
+        std::vector<float> scores(static_cast<size_t>(n)), per_row_scores(static_cast<size_t>(n));
+        std::vector<float> out(init), per_row_out(init);
+        t.dot_rows(q.data(), rows.data(), stride, n, dim, 0.5f, scores.data());
+        t.axpy_rows(w.data(), rows.data(), stride, n, dim, out.data());
+        for (int64_t r = 0; r < n; ++r) {
+          per_row_scores[size_t(r)] = t.dot(q.data(), rows.data() + r * stride, dim) * 0.5f;
+          t.axpy(w[size_t(r)], rows.data() + r * stride, per_row_out.data(), dim);
+        }
+        EXPECT_EQ(scores, per_row_scores) << tag;
+        EXPECT_EQ(out, per_row_out) << tag;
+        for (int64_t r = 0; r < n; ++r) EXPECT_NEAR(scores[size_t(r)], want_scores[size_t(r)], 1e-4 * dim) << tag;
+        for (int64_t i = 0; i < dim; ++i) EXPECT_NEAR(out[size_t(i)], want_out[size_t(i)], 1e-4 * n) << tag;
+      }
+    }
+}
+
 TEST(Kernels, MatmulIsBatchAndThreadInvariant) {
   // Row m of a batched matmul is bitwise equal to the same row computed alone (the decode
   // kernel), for every ISA, dtype and thread count: the property that makes verification

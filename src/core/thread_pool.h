@@ -1,9 +1,9 @@
 // Fork-join pool for the kernels. parallel_for hands out [0, n) in grain-aligned chunks, about
 // sixteen per thread, from a shared counter: on a VM a thread can lose its core for a moment, and
 // static halves would leave the other one waiting (measured: 13% of decode time spent waiting
-// with static halves, 10% with four chunks per thread, 5% with sixteen). Which thread runs an item never changes the
-// item's result (every kernel computes each output element by one code path), so results are
-// bitwise identical across thread counts.
+// with static halves, 10% with four chunks per thread, 5% with sixteen). Which thread runs an
+// item never changes the item's result (every kernel computes each output element by one code
+// path), so results are bitwise identical across thread counts.
 //
 // A decode step is a chain of ~100 short fork-joins (one per matmul), each worth a few hundred
 // microseconds of memory streaming. Waking a sleeping thread through the kernel costs tens of

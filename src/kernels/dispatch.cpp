@@ -116,6 +116,12 @@ void matmul_grouped(const MatmulJob* jobs, size_t num_jobs, ThreadPool* pool) {
 
 float dot(const float* a, const float* b, int64_t n) { return active_table().dot(a, b, n); }
 void axpy(float a, const float* x, float* y, int64_t n) { active_table().axpy(a, x, y, n); }
+void dot_rows(const float* q, const float* rows, int64_t stride, int64_t n, int64_t dim, float scale, float* out) {
+  active_table().dot_rows(q, rows, stride, n, dim, scale, out);
+}
+void axpy_rows(const float* w, const float* rows, int64_t stride, int64_t n, int64_t dim, float* out) {
+  active_table().axpy_rows(w, rows, stride, n, dim, out);
+}
 
 void scale(float* x, float a, int64_t n) {
   for (int64_t i = 0; i < n; ++i) x[i] *= a;

@@ -31,6 +31,11 @@ struct IsaTable {
   void (*rmsnorm)(const float*, const float*, float, float*, int64_t);
   void (*silu_mul)(const float*, const float*, float*, int64_t);
   MatmulFp8Fn matmul_fp8;
+  // Attention over one head's cached rows (row i at rows + i * stride): scores and the weighted
+  // sum of values, each row in order, so results equal per-row dot / axpy calls bitwise.
+  void (*dot_rows)(const float* q, const float* rows, int64_t stride, int64_t n, int64_t dim, float scale,
+                   float* out);
+  void (*axpy_rows)(const float* w, const float* rows, int64_t stride, int64_t n, int64_t dim, float* out);
 };
 
 const IsaTable& scalar_table();

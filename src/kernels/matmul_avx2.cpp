@@ -94,13 +94,15 @@ void matmul_fp8(const float* x, int64_t M, int64_t K, const uint8_t* w, const Fp
 float dot(const float*, const float*, int64_t);
 void axpy(float, const float*, float*, int64_t);
 void rmsnorm(const float*, const float*, float, float*, int64_t);
+void dot_rows(const float*, const float*, int64_t, int64_t, int64_t, float, float*);
+void axpy_rows(const float*, const float*, int64_t, int64_t, int64_t, float*);
 
 }  // namespace avx2
 
 const IsaTable& avx2_table() {
   static const IsaTable t{Isa::Avx2, avx2::matmul_f32, avx2::matmul_bf16, nullptr,
                           avx2::dot, avx2::axpy, avx2::rmsnorm, scalar_table().silu_mul,
-                          avx2::matmul_fp8};
+                          avx2::matmul_fp8, avx2::dot_rows, avx2::axpy_rows};
   return t;
 }
 

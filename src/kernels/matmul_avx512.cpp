@@ -105,20 +105,23 @@ void matmul_fp8(const float* x, int64_t M, int64_t K, const uint8_t* w, const Fp
 float dot(const float*, const float*, int64_t);
 void axpy(float, const float*, float*, int64_t);
 void rmsnorm(const float*, const float*, float, float*, int64_t);
+void dot_rows(const float*, const float*, int64_t, int64_t, int64_t, float, float*);
+void axpy_rows(const float*, const float*, int64_t, int64_t, int64_t, float*);
 
 }  // namespace avx512
 
 const IsaTable& avx512_table() {
   static const IsaTable t{Isa::Avx512, avx512::matmul_f32, avx512::matmul_bf16, nullptr,
                           avx512::dot, avx512::axpy, avx512::rmsnorm, scalar_table().silu_mul,
-                          avx512::matmul_fp8};
+                          avx512::matmul_fp8, avx512::dot_rows, avx512::axpy_rows};
   return t;
 }
 
 const IsaTable& avx512bf16_table() {
   static const IsaTable t{Isa::Avx512Bf16, avx512::matmul_f32, avx512::matmul_bf16,
                           avx512::matmul_bf16_bf16, avx512::dot, avx512::axpy, avx512::rmsnorm,
-                          scalar_table().silu_mul, avx512::matmul_fp8};
+                          scalar_table().silu_mul, avx512::matmul_fp8, avx512::dot_rows,
+                          avx512::axpy_rows};
   return t;
 }
 

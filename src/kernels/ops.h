@@ -48,6 +48,10 @@ void matmul_grouped(const MatmulJob* jobs, size_t num_jobs, ThreadPool* pool = n
 
 float dot(const float* a, const float* b, int64_t n);
 void axpy(float a, const float* x, float* y, int64_t n);  // y += a * x
+// out[r] = scale * dot(q, rows + r * stride, dim) for r < n (attention scores over cached rows).
+void dot_rows(const float* q, const float* rows, int64_t stride, int64_t n, int64_t dim, float scale, float* out);
+// out += sum over r < n, in order, of w[r] * (rows + r * stride) (attention's weighted values).
+void axpy_rows(const float* w, const float* rows, int64_t stride, int64_t n, int64_t dim, float* out);
 void scale(float* x, float a, int64_t n);
 void add(float* y, const float* x, int64_t n);  // y += x
 // out = x * rsqrt(mean(x^2) + eps) * w  (in place allowed)

@@ -47,6 +47,15 @@ void axpy(float a, const float* x, float* y, int64_t n) {
   for (int64_t i = 0; i < n; ++i) y[i] += a * x[i];
 }
 
+void dot_rows(const float* q, const float* rows, int64_t stride, int64_t n, int64_t dim, float scale,
+              float* out) {
+  for (int64_t r = 0; r < n; ++r) out[r] = dot(q, rows + r * stride, dim) * scale;
+}
+
+void axpy_rows(const float* w, const float* rows, int64_t stride, int64_t n, int64_t dim, float* out) {
+  for (int64_t r = 0; r < n; ++r) axpy(w[r], rows + r * stride, out, dim);
+}
+
 void rmsnorm(const float* x, const float* w, float eps, float* out, int64_t n) {
   float ss = 0;
   for (int64_t i = 0; i < n; ++i) ss += x[i] * x[i];
@@ -71,9 +80,8 @@ void matmul_fp8(const float* x, int64_t M, int64_t K, const uint8_t* w, const Fp
 }  // namespace
 
 const IsaTable& scalar_table() {
-  static const IsaTable t{Isa::Scalar, matmul_f32, matmul_bf16, matmul_bf16_bf16,
-                          dot,         axpy,       rmsnorm,     silu_mul,
-                          matmul_fp8};
+  static const IsaTable t{Isa::Scalar, matmul_f32, matmul_bf16, matmul_bf16_bf16, dot,      axpy,
+                          rmsnorm,     silu_mul,   matmul_fp8,  dot_rows,         axpy_rows};
   return t;
 }
 

@@ -1,5 +1,6 @@
 #include "models/attention.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 
@@ -30,6 +31,24 @@ void store_kv(KvCache& cache, int layer, const std::vector<TokenSlot>& slots, co
   }
 }
 
+namespace {
+// Calls fn(first_row_offset, position_index, count) for each run of positions that lie in one
+// cache block, where rows are contiguous (stride row_stride).
+template <class Fn>
+void for_each_block_run(const std::vector<int>& table, int block_size, int64_t row_stride, const PosSpan* spans,
+                        size_t num_spans, Fn&& fn) {
+  int64_t idx = 0;
+  for (size_t i = 0; i < num_spans; ++i)
+    for (int64_t p = spans[i].begin; p < spans[i].end;) {
+      const int64_t block = p / block_size;
+      const int64_t run = std::min(spans[i].end, (block + 1) * block_size) - p;
+      fn(table[size_t(block)], (p % block_size) * row_stride, idx, run);
+      p += run;
+      idx += run;
+    }
+}
+}  // namespace
+
 void attend_head(KvCache& cache, int layer, SeqId seq, int kv_head, int head_dim, const float* q,
                  const PosSpan* spans, size_t num_spans, float* out) {
   thread_local std::vector<float> scores;
@@ -40,20 +59,16 @@ void attend_head(KvCache& cache, int layer, SeqId seq, int kv_head, int head_dim
   int64_t n = 0;
   for (size_t i = 0; i < num_spans; ++i) n += spans[i].end - spans[i].begin;
   scores.resize(size_t(n));
-  int64_t idx = 0;
-  for (size_t i = 0; i < num_spans; ++i)
-    for (int64_t p = spans[i].begin; p < spans[i].end; ++p) {
-      const float* kp = cache.key_block(layer, table[size_t(p / bs)]) + (p % bs) * row + kv_head * head_dim;
-      scores[size_t(idx++)] = kernels::dot(q, kp, head_dim) * scale;
-    }
+  for_each_block_run(table, bs, row, spans, num_spans, [&](int block, int64_t offset, int64_t idx, int64_t run) {
+    const float* k = cache.key_block(layer, block) + offset + kv_head * head_dim;
+    kernels::dot_rows(q, k, row, run, head_dim, scale, scores.data() + idx);
+  });
   kernels::softmax(scores.data(), n);
   std::memset(out, 0, sizeof(float) * size_t(head_dim));
-  idx = 0;
-  for (size_t i = 0; i < num_spans; ++i)
-    for (int64_t p = spans[i].begin; p < spans[i].end; ++p) {
-      const float* vp = cache.value_block(layer, table[size_t(p / bs)]) + (p % bs) * row + kv_head * head_dim;
-      kernels::axpy(scores[size_t(idx++)], vp, out, head_dim);
-    }
+  for_each_block_run(table, bs, row, spans, num_spans, [&](int block, int64_t offset, int64_t idx, int64_t run) {
+    const float* v = cache.value_block(layer, block) + offset + kv_head * head_dim;
+    kernels::axpy_rows(scores.data() + idx, v, row, run, head_dim, out);
+  });
 }
 
 namespace {
