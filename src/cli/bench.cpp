@@ -1,9 +1,9 @@
 // `eaglet bench`: the same prompts decoded with and without speculation, at one or more thread
 // counts, next to this machine's memory bandwidth measured in the same run. Reports prefill and
 // decode tokens/s, effective weight bandwidth, acceptance metrics and the speedup.
-#include <algorithm>
 #include <spdlog/spdlog.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <fstream>
 #include <nlohmann/json.hpp>

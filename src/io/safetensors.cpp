@@ -51,6 +51,7 @@ SafetensorsFile::SafetensorsFile(const std::string& path) : file_(path, payload_
   }
   if (!header.is_object()) fail("{}: safetensors header is not a JSON object", path);
   const uint8_t* base = file_.data() + 8 + header_len;
+  // Only worth a line for files whose speed matters (16 MB of tensors and up).
   if (reinterpret_cast<uintptr_t>(base) % 64 != 0 && size - 8 - header_len >= (size_t(1) << 24))
     spdlog::info("{}: tensor data starts mid cache line (byte {}), which slows the kernels; --no-mmap realigns it",
                  path, 8 + header_len);

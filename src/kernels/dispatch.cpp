@@ -69,10 +69,6 @@ class PreparedMatmul {
 
 constexpr int64_t kRowGrain = 16;
 
-// Below this many multiply-adds a fork-join costs more than it saves (tiny test and draft
-// models); such matmuls run on the calling thread. Results do not depend on the choice.
-constexpr int64_t kMinParallelMacs = int64_t(1) << 16;
-
 }  // namespace
 
 void matmul(const float* x, int64_t M, const WeightView& w, float* y, const float* bias,

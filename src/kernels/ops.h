@@ -46,6 +46,10 @@ struct MatmulJob {
 };
 void matmul_grouped(const MatmulJob* jobs, size_t num_jobs, ThreadPool* pool = nullptr);
 
+// Below this many multiply-adds a fork-join costs more than it saves (tiny test and draft models,
+// short attention): such work runs on the calling thread. Results do not depend on the choice.
+inline constexpr int64_t kMinParallelMacs = int64_t(1) << 16;
+
 float dot(const float* a, const float* b, int64_t n);
 void axpy(float a, const float* x, float* y, int64_t n);  // y += a * x
 // out[r] = scale * dot(q, rows + r * stride, dim) for r < n (attention scores over cached rows).

@@ -4,6 +4,7 @@
 #include <cmath>
 
 #include "kernels/isa_table.h"
+#include "kernels/simd_vec.inl"
 
 namespace eaglet::kernels::avx2 {
 
@@ -36,32 +37,18 @@ void dot_rows(const float* q, const float* rows, int64_t stride, int64_t n, int6
   for (int64_t r = 0; r < n; ++r) out[r] = dot(q, rows + r * stride, dim) * scale;
 }
 
-// As avx512::axpy_rows: the output in registers across rows, 32 floats at a time; the tail
-// (dim not a multiple of 8) in axpy()'s scalar order.
+struct F32Vec {
+  using V = __m256;
+  static constexpr int kWidth = 8;
+  static V load(const float* p) { return _mm256_loadu_ps(p); }
+  static void store(float* p, V v) { _mm256_storeu_ps(p, v); }
+  static V set1(float a) { return _mm256_set1_ps(a); }
+  static V fmadd(V a, V b, V c) { return _mm256_fmadd_ps(a, b, c); }
+};
+
+// The tail (dim not a multiple of 8) in axpy()'s scalar order.
 void axpy_rows(const float* w, const float* rows, int64_t stride, int64_t n, int64_t dim, float* out) {
-  int64_t i = 0;
-  for (; i + 32 <= dim; i += 32) {
-    __m256 a0 = _mm256_loadu_ps(out + i), a1 = _mm256_loadu_ps(out + i + 8);
-    __m256 a2 = _mm256_loadu_ps(out + i + 16), a3 = _mm256_loadu_ps(out + i + 24);
-    for (int64_t r = 0; r < n; ++r) {
-      const __m256 wr = _mm256_set1_ps(w[r]);
-      const float* x = rows + r * stride + i;
-      a0 = _mm256_fmadd_ps(wr, _mm256_loadu_ps(x), a0);
-      a1 = _mm256_fmadd_ps(wr, _mm256_loadu_ps(x + 8), a1);
-      a2 = _mm256_fmadd_ps(wr, _mm256_loadu_ps(x + 16), a2);
-      a3 = _mm256_fmadd_ps(wr, _mm256_loadu_ps(x + 24), a3);
-    }
-    _mm256_storeu_ps(out + i, a0);
-    _mm256_storeu_ps(out + i + 8, a1);
-    _mm256_storeu_ps(out + i + 16, a2);
-    _mm256_storeu_ps(out + i + 24, a3);
-  }
-  for (; i + 8 <= dim; i += 8) {
-    __m256 a = _mm256_loadu_ps(out + i);
-    for (int64_t r = 0; r < n; ++r) a = _mm256_fmadd_ps(_mm256_set1_ps(w[r]), _mm256_loadu_ps(rows + r * stride + i), a);
-    _mm256_storeu_ps(out + i, a);
-  }
-  for (; i < dim; ++i)
+  for (int64_t i = simd::axpy_rows_vectors<F32Vec>(w, rows, stride, n, dim, out); i < dim; ++i)
     for (int64_t r = 0; r < n; ++r) out[i] += w[r] * rows[r * stride + i];
 }
 

@@ -1,10 +1,10 @@
 // AVX-512 vector kernels used by attention and norms.
 #include <immintrin.h>
 
-#include <algorithm>
 #include <cmath>
 
 #include "kernels/isa_table.h"
+#include "kernels/simd_vec.inl"
 
 namespace eaglet::kernels::avx512 {
 
@@ -38,33 +38,24 @@ void dot_rows(const float* q, const float* rows, int64_t stride, int64_t n, int6
   for (int64_t r = 0; r < n; ++r) out[r] = dot(q, rows + r * stride, dim) * scale;
 }
 
-// The output stays in registers across rows, 64 floats at a time: per lane the same chain of
-// multiply-adds as axpy() row after row, without a store and reload between rows.
+struct F32Vec {
+  using V = __m512;
+  static constexpr int kWidth = 16;
+  static V load(const float* p) { return _mm512_loadu_ps(p); }
+  static void store(float* p, V v) { _mm512_storeu_ps(p, v); }
+  static V set1(float a) { return _mm512_set1_ps(a); }
+  static V fmadd(V a, V b, V c) { return _mm512_fmadd_ps(a, b, c); }
+};
+
+// The tail (dim not a multiple of 16) as one masked vector, as in axpy().
 void axpy_rows(const float* w, const float* rows, int64_t stride, int64_t n, int64_t dim, float* out) {
-  int64_t i = 0;
-  for (; i + 64 <= dim; i += 64) {
-    __m512 a0 = _mm512_loadu_ps(out + i), a1 = _mm512_loadu_ps(out + i + 16);
-    __m512 a2 = _mm512_loadu_ps(out + i + 32), a3 = _mm512_loadu_ps(out + i + 48);
-    for (int64_t r = 0; r < n; ++r) {
-      const __m512 wr = _mm512_set1_ps(w[r]);
-      const float* x = rows + r * stride + i;
-      a0 = _mm512_fmadd_ps(wr, _mm512_loadu_ps(x), a0);
-      a1 = _mm512_fmadd_ps(wr, _mm512_loadu_ps(x + 16), a1);
-      a2 = _mm512_fmadd_ps(wr, _mm512_loadu_ps(x + 32), a2);
-      a3 = _mm512_fmadd_ps(wr, _mm512_loadu_ps(x + 48), a3);
-    }
-    _mm512_storeu_ps(out + i, a0);
-    _mm512_storeu_ps(out + i + 16, a1);
-    _mm512_storeu_ps(out + i + 32, a2);
-    _mm512_storeu_ps(out + i + 48, a3);
-  }
-  for (; i < dim; i += 16) {
-    const __mmask16 m = mask16(std::min<int64_t>(16, dim - i));
-    __m512 a = _mm512_maskz_loadu_ps(m, out + i);
-    for (int64_t r = 0; r < n; ++r)
-      a = _mm512_fmadd_ps(_mm512_set1_ps(w[r]), _mm512_maskz_loadu_ps(m, rows + r * stride + i), a);
-    _mm512_mask_storeu_ps(out + i, m, a);
-  }
+  const int64_t i = simd::axpy_rows_vectors<F32Vec>(w, rows, stride, n, dim, out);
+  if (i == dim) return;
+  const __mmask16 m = mask16(dim - i);
+  __m512 a = _mm512_maskz_loadu_ps(m, out + i);
+  for (int64_t r = 0; r < n; ++r)
+    a = _mm512_fmadd_ps(_mm512_set1_ps(w[r]), _mm512_maskz_loadu_ps(m, rows + r * stride + i), a);
+  _mm512_mask_storeu_ps(out + i, m, a);
 }
 
 void rmsnorm(const float* x, const float* w, float eps, float* out, int64_t n) {

@@ -32,8 +32,9 @@ void store_kv(KvCache& cache, int layer, const std::vector<TokenSlot>& slots, co
 }
 
 namespace {
-// Calls fn(first_row_offset, position_index, count) for each run of positions that lie in one
-// cache block, where rows are contiguous (stride row_stride).
+// Calls fn(block, row_offset, index, count) for each run of positions that lie in one cache
+// block, where their rows are contiguous (stride row_stride): `row_offset` is the first row's
+// offset in the block, `index` the run's first position counted across all spans.
 template <class Fn>
 void for_each_block_run(const std::vector<int>& table, int block_size, int64_t row_stride, const PosSpan* spans,
                         size_t num_spans, Fn&& fn) {
@@ -71,10 +72,6 @@ void attend_head(KvCache& cache, int layer, SeqId seq, int kv_head, int head_dim
   });
 }
 
-namespace {
-constexpr int64_t kMinParallelAttentionMacs = int64_t(1) << 16;
-}  // namespace
-
 void paged_attention(KvCache& cache, int layer, const std::vector<TokenSlot>& slots,
                      const AttentionShape& s, const float* q, float* out) {
   const int64_t T = int64_t(slots.size());
@@ -92,7 +89,7 @@ void paged_attention(KvCache& cache, int layer, const std::vector<TokenSlot>& sl
   // Two multiply-adds per cached position and head dimension; small passes skip the fork-join.
   int64_t work = 0;
   for (const TokenSlot& slot : slots) work += 2 * (slot.pos + 1) * s.num_heads * hd;
-  if (work < kMinParallelAttentionMacs) return heads(0, T * s.num_heads, 0);
+  if (work < kernels::kMinParallelMacs) return heads(0, T * s.num_heads, 0);
   ThreadPool::global().parallel_for(T * s.num_heads, heads);
 }
 
