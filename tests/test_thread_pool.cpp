@@ -1,5 +1,5 @@
 // The fork-join pool: every item runs exactly once whether workers are spinning or asleep
-// between jobs, and the pool shuts down cleanly from either state.
+// between jobs, a stalled thread's share is taken over, and the pool shuts down cleanly.
 #include <gtest/gtest.h>
 
 #include <atomic>
@@ -51,6 +51,32 @@ TEST(ThreadPool, ShutsDownFromSpinningAndSleepingStates) {
     expect_each_item_once(pool, 64, 1);
     std::this_thread::sleep_for(std::chrono::milliseconds(sleep_ms));
   }  // destructor joins the workers either way (a hang fails by the test timeout)
+}
+
+TEST(ThreadPool, OthersTakeOverAStalledThreadsShare) {
+  // Whoever picks up the first chunk of the middle share stalls, as a thread does when its VM
+  // loses a core; the rest of that share must be run by the others meanwhile.
+  ThreadPool pool(3);
+  const int64_t n = 3000;
+  std::vector<std::atomic<int>> hits(static_cast<size_t>(n)), runner(static_cast<size_t>(n));
+  std::atomic<int> stalled{-1};
+  std::atomic<int64_t> stalled_end{0};
+  pool.parallel_for(n, [&](int64_t b, int64_t e, int t) {
+    if (b == n / 3) {
+      stalled = t;
+      stalled_end = e;
+      std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    }
+    for (int64_t i = b; i < e; ++i) {
+      hits[size_t(i)]++;
+      runner[size_t(i)] = t;
+    }
+  });
+  for (int64_t i = 0; i < n; ++i) ASSERT_EQ(hits[size_t(i)].load(), 1) << "item " << i;
+  ASSERT_GE(stalled.load(), 0);
+  int64_t kept = 0;  // the middle share's items after the stalled chunk that the stalled thread ran
+  for (int64_t i = stalled_end; i < 2 * n / 3; ++i) kept += runner[size_t(i)] == stalled.load();
+  EXPECT_LT(kept, (2 * n / 3 - stalled_end) / 2) << "the stalled thread kept most of its share";
 }
 
 TEST(ThreadPool, SmallJobsRunOnTheCaller) {

@@ -106,11 +106,19 @@ void run_bench(BenchOptions o) {
                           {"step", pass_json(vc.step)}, {"verify", pass_json(vc.verify)}, {"ratio", vc.ratio()}};
     RunTotals base = run_prompts(b, prompts, o.max_tokens, o.sampling, o.ignore_eos, nullptr);
     const double eff = base.tokens_per_second() * weight_gb;
+    // The typical step as well as the average: on a shared VM a few steps stall for tens of
+    // milliseconds when a core is taken away, and the mean carries them.
+    const double itl_p50 = percentile(base.inter_token_seconds, 0.5);
+    const double eff_p50 = itl_p50 > 0 ? weight_gb / itl_p50 : 0;
     run["baseline"] = {{"decode_tokens", base.tokens},
                        {"decode_seconds", base.seconds},
                        {"decode_tokens_per_second", base.tokens_per_second()},
                        {"weight_gb_per_token", weight_gb},
-                       {"effective_bandwidth_gbps", eff}};
+                       {"effective_bandwidth_gbps", eff},
+                       {"itl_p50_s", itl_p50},
+                       {"itl_p90_s", percentile(base.inter_token_seconds, 0.9)},
+                       {"itl_p99_s", percentile(base.inter_token_seconds, 0.99)},
+                       {"effective_bandwidth_at_median_step_gbps", eff_p50}};
     std::printf("\n[threads %d]\n", threads);
     if (!o.skip_bandwidth) {
       const MemoryBandwidth after = measure_memory_bandwidth(ThreadPool::global());
@@ -119,6 +127,8 @@ void run_bench(BenchOptions o) {
       run["memory_bandwidth_gbps"] = {{"read", bw.read_gbps}, {"copy", bw.copy_gbps}};
       run["baseline"]["fraction_of_read_bandwidth"] = eff / bw.read_gbps;
       run["baseline"]["fraction_of_copy_bandwidth"] = eff / bw.copy_gbps;
+      run["baseline"]["fraction_of_read_bandwidth_at_median_step"] = eff_p50 / bw.read_gbps;
+      run["baseline"]["fraction_of_copy_bandwidth_at_median_step"] = eff_p50 / bw.copy_gbps;
       std::printf("  memory bandwidth (same run, best of a probe before and after): read %.1f GB/s, copy %.1f GB/s\n", bw.read_gbps, bw.copy_gbps);
     }
     std::printf("  prefill  : %7.1f tok/s (%d tokens)\n", prefill, o.prefill_tokens);
@@ -134,6 +144,11 @@ void run_bench(BenchOptions o) {
                 (long long)base.tokens, eff);
     if (!o.skip_bandwidth)
       std::printf(" (%.0f%% of read, %.0f%% of copy bandwidth)", 100 * eff / bw.read_gbps, 100 * eff / bw.copy_gbps);
+    std::printf("\n  inter-token latency: median %.2f ms, p90 %.2f ms, p99 %.2f ms; at the median step weights %.1f GB/s",
+                1e3 * itl_p50, 1e3 * percentile(base.inter_token_seconds, 0.9),
+                1e3 * percentile(base.inter_token_seconds, 0.99), eff_p50);
+    if (!o.skip_bandwidth)
+      std::printf(" (%.0f%% of read, %.0f%% of copy bandwidth)", 100 * eff_p50 / bw.read_gbps, 100 * eff_p50 / bw.copy_gbps);
     std::printf("\n");
     if (spec.enabled()) {
       RunTotals sp = run_prompts(b, prompts, o.max_tokens, o.sampling, o.ignore_eos, &spec);

@@ -59,6 +59,8 @@ RunTotals run_prompts(ModelBundle& b, const std::vector<std::vector<int>>& promp
     }
     t.tokens += std::max<int64_t>(0, r.stats.generated_tokens - 1);
     t.seconds += r.stats.decode_seconds;
+    t.inter_token_seconds.insert(t.inter_token_seconds.end(), r.stats.inter_token_seconds.begin(),
+                                 r.stats.inter_token_seconds.end());
     t.outputs.push_back(r.token_ids);
   }
   return t;

@@ -16,6 +16,7 @@ namespace eaglet::cli {
 struct RunTotals {
   int64_t tokens = 0;  // decode tokens (after the first of each prompt)
   double seconds = 0;
+  std::vector<double> inter_token_seconds;  // plain decode only
   SpecMetrics spec;
   std::vector<std::vector<int>> outputs;
   double tokens_per_second() const { return seconds > 0 ? double(tokens) / seconds : 0; }

@@ -13,6 +13,7 @@
 #include <thread>
 
 #include "cli/commands.h"
+#include "cli/report.h"
 #include "core/error.h"
 #include "engine/prompt_dataset.h"
 
@@ -31,12 +32,6 @@ struct LoadOptions {
   double time_limit_s = 120;  // per level
   float temperature = 0;
 };
-
-double percentile(std::vector<double> v, double p) {
-  if (v.empty()) return 0;
-  std::sort(v.begin(), v.end());
-  return v[std::min(v.size() - 1, size_t(p * double(v.size() - 1) + 0.5))];
-}
 
 void run_load(const LoadOptions& o) {
   EAGLET_CHECK(o.host == "127.0.0.1" || o.host == "localhost" || o.host == "::1",

@@ -1,5 +1,7 @@
 #include "cli/report.h"
 
+#include <algorithm>
+
 namespace eaglet::cli {
 
 nlohmann::json stats_json(const GenerationStats& s) {
@@ -9,6 +11,12 @@ nlohmann::json stats_json(const GenerationStats& s) {
           {"decode_seconds", s.decode_seconds},
           {"prefill_tokens_per_second", s.prefill_tokens_per_second()},
           {"decode_tokens_per_second", s.decode_tokens_per_second()}};
+}
+
+double percentile(std::vector<double> v, double p) {
+  if (v.empty()) return 0;
+  std::sort(v.begin(), v.end());
+  return v[std::min(v.size() - 1, size_t(p * double(v.size() - 1) + 0.5))];
 }
 
 nlohmann::json spec_json(const SpecMetrics& m) {

@@ -9,5 +9,7 @@ namespace eaglet::cli {
 
 nlohmann::json stats_json(const GenerationStats& s);
 nlohmann::json spec_json(const SpecMetrics& m);
+// The p-quantile (0 <= p <= 1) of v, nearest rank; 0 for an empty v.
+double percentile(std::vector<double> v, double p);
 
 }  // namespace eaglet::cli

@@ -2,6 +2,7 @@
 
 #include <sched.h>
 
+#include <algorithm>
 #include <chrono>
 #include <memory>
 
@@ -48,7 +49,8 @@ std::mutex g_pool_mu;
 
 }  // namespace
 
-ThreadPool::ThreadPool(int num_threads) : num_threads_(std::max(1, num_threads)) {
+ThreadPool::ThreadPool(int num_threads)
+    : num_threads_(std::max(1, num_threads)), shares_(std::make_unique<Share[]>(size_t(num_threads_))) {
   for (int i = 1; i < num_threads_; ++i) workers_.emplace_back([this, i] { worker_loop(i); });
 }
 
@@ -105,10 +107,14 @@ void ThreadPool::parallel_for(int64_t n, const std::function<void(int64_t, int64
   {
     std::lock_guard<std::mutex> lk(mu_);
     job_ = &fn;
-    job_n_ = n;
     pending_.store(num_threads_ - 1, std::memory_order_relaxed);
-    next_.store(0, std::memory_order_relaxed);
+    // Shares of whole grains, split as evenly as they go; chunks of about a sixteenth of a share
+    // keep the wait for the last one short.
     const int64_t units = (n + grain - 1) / grain;
+    for (int t = 0; t < num_threads_; ++t) {
+      shares_[size_t(t)].next.store(std::min(n, units * t / num_threads_ * grain), std::memory_order_relaxed);
+      shares_[size_t(t)].end = std::min(n, units * (t + 1) / num_threads_ * grain);
+    }
     job_chunk_ = std::max<int64_t>(1, units / (int64_t(num_threads_) * 16)) * grain;
     generation_.fetch_add(1, std::memory_order_release);
   }
@@ -128,10 +134,13 @@ void ThreadPool::parallel_for(int64_t n, const std::function<void(int64_t, int64
 }
 
 void ThreadPool::run_chunks(int index) {
-  for (;;) {
-    const int64_t b = next_.fetch_add(job_chunk_, std::memory_order_relaxed);
-    if (b >= job_n_) return;
-    (*job_)(b, std::min(job_n_, b + job_chunk_), index);
+  for (int k = 0; k < num_threads_; ++k) {
+    Share& s = shares_[size_t((index + k) % num_threads_)];
+    for (;;) {
+      const int64_t b = s.next.fetch_add(job_chunk_, std::memory_order_relaxed);
+      if (b >= s.end) break;
+      (*job_)(b, std::min(s.end, b + job_chunk_), index);
+    }
   }
 }
 

@@ -57,9 +57,13 @@ GenerationResult generate(Model& model, const Tokenizer& tok, const GenerationRe
 
   const int V = cfg.vocab;
   t0 = 0;
+  double last = 0;
   while (true) {
     const int token = sampler.sample(logits.data(), V);
-    if (t0 == 0) t0 = monotonic_seconds();
+    const double now = monotonic_seconds();
+    if (t0 == 0) t0 = now;
+    else res.stats.inter_token_seconds.push_back(now - last);
+    last = now;
     const bool more = tracker.append(token);
     if (req.on_text) {
       const std::string delta = tracker.take_new_text();

@@ -14,6 +14,8 @@ namespace eaglet {
 struct GenerationStats {
   int64_t prompt_tokens = 0, generated_tokens = 0;
   double prefill_seconds = 0, decode_seconds = 0;
+  // Seconds between consecutive output tokens (inter-token latency), one per plain decode step.
+  std::vector<double> inter_token_seconds;
   double prefill_tokens_per_second() const { return prefill_seconds > 0 ? double(prompt_tokens) / prefill_seconds : 0; }
   // The first token comes from the prefill logits; decode speed counts the tokens after it.
   double decode_tokens_per_second() const {
