@@ -5,6 +5,7 @@
 #include <cmath>
 
 #include "core/cpu_features.h"
+#include "core/error.h"
 #include "core/thread_pool.h"
 #include "kernels/isa_table.h"
 #include "kernels/ops.h"
@@ -175,6 +176,47 @@ TEST(Kernels, MatmulIsBatchAndThreadInvariant) {
     }
   }
   set_active_isa(saved);
+}
+
+TEST(Kernels, GatedMatmulEqualsMatmulsThenActivation) {
+  // The fused gate/up projection with its activation applied per thread chunk equals two
+  // matmuls followed by silu_mul (or a custom activation), bitwise, alone and on 3 threads.
+  const int64_t K = 67, N = 1045;
+  auto x = test::random_normal(size_t(5 * K), 1.0f, 5);
+  auto wg = test::random_normal(size_t(N * K), 1.0f, 6), wu = test::random_normal(size_t(N * K), 1.0f, 7);
+  auto wgb = to_bf16(wg), wub = to_bf16(wu);
+  const Isa saved = active_isa();
+  ThreadPool one(1), three(3);
+  const kernels::GatedActivationFn shifted = [](const float* g, const float* u, float* o, int64_t n) {
+    for (int64_t i = 0; i < n; ++i) o[i] = g[i] * (u[i] + 1.0f);
+  };
+  for (Isa isa : {Isa::Scalar, Isa::Avx2, Isa::Avx512, Isa::Avx512Bf16}) {
+    if (int(isa) > int(best_supported_isa())) continue;
+    set_active_isa(isa);
+    for (DType dt : {DType::F32, DType::BF16})
+      for (int64_t M : {1, 5})
+        for (bool custom : {false, true}) {
+          const bool f32 = dt == DType::F32;
+          kernels::WeightView gate{dt, f32 ? static_cast<const void*>(wg.data()) : wgb.data(), N, K};
+          kernels::WeightView up{dt, f32 ? static_cast<const void*>(wu.data()) : wub.data(), N, K};
+          std::vector<float> g(size_t(M * N)), u(size_t(M * N));
+          kernels::matmul(x.data(), M, gate, g.data(), nullptr, &one);
+          kernels::matmul(x.data(), M, up, u.data(), nullptr, &one);
+          if (custom) shifted(g.data(), u.data(), g.data(), M * N);
+          else kernels::silu_mul(g.data(), u.data(), g.data(), M * N);
+          for (ThreadPool* pool : {&one, &three}) {
+            std::vector<float> fused(size_t(M * N)), fused_up(size_t(M * N));
+            kernels::matmul_gated(x.data(), M, gate, up, fused.data(), fused_up.data(),
+                                  custom ? shifted : kernels::GatedActivationFn{}, pool);
+            ASSERT_EQ(fused, g) << isa_name(isa) << " " << dtype_name(dt) << " M=" << M << " threads " << pool->size();
+            ASSERT_EQ(fused_up, u) << isa_name(isa) << " " << dtype_name(dt) << " M=" << M;
+          }
+        }
+  }
+  set_active_isa(saved);
+  kernels::WeightView gate{DType::F32, wg.data(), N, K}, narrow{DType::F32, wu.data(), N - 1, K};
+  std::vector<float> out(static_cast<size_t>(N)), up_out(static_cast<size_t>(N));
+  EXPECT_THROW(kernels::matmul_gated(x.data(), 1, gate, narrow, out.data(), up_out.data()), Error);
 }
 
 TEST(Kernels, Bf16RoundingIsNearestEven) {

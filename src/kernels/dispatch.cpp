@@ -24,15 +24,22 @@ const IsaTable& active_table() { return table_for(active_isa()); }
 namespace {
 
 // One matmul ready to run on any range of output columns: activations already rounded to BF16
-// when the weights are BF16 and the CPU multiplies BF16 pairs.
+// when the weights are BF16 and the CPU multiplies BF16 pairs. `same_x`, a matmul prepared
+// earlier on the same activations, lends its rounded copy.
 class PreparedMatmul {
  public:
-  PreparedMatmul(const IsaTable& t, const float* x, int64_t M, const WeightView& w, float* y)
+  PreparedMatmul(const IsaTable& t, const float* x, int64_t M, const WeightView& w, float* y,
+                 const PreparedMatmul* same_x = nullptr)
       : t_(t), x_(x), M_(M), w_(w), y_(y) {
     bf16_dot_ = w.dtype == DType::BF16 && t.matmul_bf16_bf16;
     if (bf16_dot_) {
-      xb_.resize(size_t(M * w.cols));
-      for (int64_t i = 0; i < M * w.cols; ++i) xb_[size_t(i)] = f32_to_bf16(x[i]);
+      if (same_x && same_x->bf16_dot_ && same_x->x_ == x && same_x->M_ == M && same_x->w_.cols == w.cols) {
+        xb_data_ = same_x->xb_data_;
+      } else {
+        xb_.resize(size_t(M * w.cols));
+        for (int64_t i = 0; i < M * w.cols; ++i) xb_[size_t(i)] = f32_to_bf16(x[i]);
+        xb_data_ = xb_.data();
+      }
     }
     if (w.dtype == DType::F8_E4M3)
       EAGLET_CHECK(w.quant != QuantScheme::None && w.cols % kMxGroup == 0,
@@ -44,7 +51,7 @@ class PreparedMatmul {
     switch (w_.dtype) {
       case DType::F32: t_.matmul_f32(x_, M_, K, static_cast<const float*>(w_.data), n0, n1, y_, N); break;
       case DType::BF16:
-        if (bf16_dot_) t_.matmul_bf16_bf16(xb_.data(), M_, K, static_cast<const bf16_t*>(w_.data), n0, n1, y_, N);
+        if (bf16_dot_) t_.matmul_bf16_bf16(xb_data_, M_, K, static_cast<const bf16_t*>(w_.data), n0, n1, y_, N);
         else t_.matmul_bf16(x_, M_, K, static_cast<const bf16_t*>(w_.data), n0, n1, y_, N);
         break;
       case DType::F8_E4M3:
@@ -65,6 +72,7 @@ class PreparedMatmul {
   float* y_;
   bool bf16_dot_ = false;
   std::vector<bf16_t> xb_;
+  const bf16_t* xb_data_ = nullptr;
 };
 
 constexpr int64_t kRowGrain = 16;
@@ -87,7 +95,8 @@ void matmul_grouped(const MatmulJob* jobs, size_t num_jobs, ThreadPool* pool) {
   std::vector<int64_t> start(num_jobs + 1, 0);
   int64_t macs = 0;
   for (size_t j = 0; j < num_jobs; ++j) {
-    prepared.emplace_back(active_table(), jobs[j].x, jobs[j].M, *jobs[j].w, jobs[j].y);
+    prepared.emplace_back(active_table(), jobs[j].x, jobs[j].M, *jobs[j].w, jobs[j].y,
+                          j > 0 ? &prepared[j - 1] : nullptr);
     start[j + 1] = start[j] + (jobs[j].w->rows + kRowGrain - 1) / kRowGrain * kRowGrain;
     macs += jobs[j].M * jobs[j].w->rows * jobs[j].w->cols;
   }
@@ -108,6 +117,27 @@ void matmul_grouped(const MatmulJob* jobs, size_t num_jobs, ThreadPool* pool) {
         }
       },
       kRowGrain);
+}
+
+void matmul_gated(const float* x, int64_t M, const WeightView& gate, const WeightView& up, float* out,
+                  float* up_out, const GatedActivationFn& act, ThreadPool* pool) {
+  EAGLET_CHECK(gate.rows == up.rows && gate.cols == up.cols, "gate [{}, {}] and up [{}, {}] projections differ in shape",
+               gate.rows, gate.cols, up.rows, up.cols);
+  if (!pool) pool = &ThreadPool::global();
+  const IsaTable& t = active_table();
+  PreparedMatmul g(t, x, M, gate, out), u(t, x, M, up, up_out, &g);
+  const int64_t N = gate.rows;
+  auto run = [&](int64_t n0, int64_t n1) {
+    g.run(n0, n1, nullptr);
+    u.run(n0, n1, nullptr);
+    for (int64_t m = 0; m < M; ++m) {
+      float* o = out + m * N + n0;
+      if (act) act(o, up_out + m * N + n0, o, n1 - n0);
+      else t.silu_mul(o, up_out + m * N + n0, o, n1 - n0);
+    }
+  };
+  if (2 * M * N * gate.cols < kMinParallelMacs) return run(0, N);
+  pool->parallel_for(N, [&](int64_t n0, int64_t n1, int) { run(n0, n1); }, kRowGrain);
 }
 
 float dot(const float* a, const float* b, int64_t n) { return active_table().dot(a, b, n); }

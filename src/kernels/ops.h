@@ -8,6 +8,7 @@
 // speculative decoding reproduce plain greedy decoding token for token.
 #pragma once
 #include <cstdint>
+#include <functional>
 
 #include "core/dtype.h"
 #include "kernels/quant.h"
@@ -45,6 +46,14 @@ struct MatmulJob {
   float* y;        // [M, w.rows]
 };
 void matmul_grouped(const MatmulJob* jobs, size_t num_jobs, ThreadPool* pool = nullptr);
+
+// A gated MLP's first half: out[M, N] = act(x * gate^T, x * up^T), gate and up [N, K], with
+// x * up^T left in up_out [M, N]. The thread that computes a range of columns applies the
+// activation to it at once, so the activation runs in parallel rather than after the join.
+// act(gate, up, out, n) works elementwise (in place on gate allowed); empty = silu(gate) * up.
+using GatedActivationFn = std::function<void(const float* gate, const float* up, float* out, int64_t n)>;
+void matmul_gated(const float* x, int64_t M, const WeightView& gate, const WeightView& up, float* out,
+                  float* up_out, const GatedActivationFn& act = {}, ThreadPool* pool = nullptr);
 
 // Below this many multiply-adds a fork-join costs more than it saves (tiny test and draft models,
 // short attention): such work runs on the calling thread. Results do not depend on the choice.

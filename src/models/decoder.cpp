@@ -91,8 +91,8 @@ void DecoderModel::layer_forward(int l, KvCache& cache, const std::vector<TokenS
   std::vector<float> xn(size_t(T * H)), q(size_t(T * qd)), k(size_t(T * kvd)), v(size_t(T * kvd)),
       attn(size_t(T * qd)), tmp(size_t(T * H));
   kernels::rmsnorm_rows(x, T, H, L.attn_norm.data(), cfg_.rms_eps, xn.data());
-  // q, k and v (and below gate and up) in one fork-join each: fewer thread synchronisations per
-  // layer, and every thread streams its share of all three weight matrices back to back.
+  // q, k and v (and below gate and up, with the activation) in one fork-join each: fewer thread
+  // synchronisations per layer, and every thread streams its share of the matrices back to back.
   const kernels::MatmulJob qkv[3] = {{xn.data(), T, &L.q, q.data()}, {xn.data(), T, &L.k, k.data()},
                                      {xn.data(), T, &L.v, v.data()}};
   kernels::matmul_grouped(qkv, 3);
@@ -114,9 +114,7 @@ void DecoderModel::layer_forward(int l, KvCache& cache, const std::vector<TokenS
 
   kernels::rmsnorm_rows(x, T, H, L.mlp_norm.data(), cfg_.rms_eps, xn.data());
   std::vector<float> g(size_t(T * I)), u(size_t(T * I));
-  const kernels::MatmulJob gate_up[2] = {{xn.data(), T, &L.gate, g.data()}, {xn.data(), T, &L.up, u.data()}};
-  kernels::matmul_grouped(gate_up, 2);
-  kernels::silu_mul(g.data(), u.data(), g.data(), T * I);
+  kernels::matmul_gated(xn.data(), T, L.gate, L.up, g.data(), u.data());
   kernels::matmul(g.data(), T, L.down, tmp.data());
   kernels::add(x, tmp.data(), T * H);
 }

@@ -193,9 +193,7 @@ void Eagle3Draft::forward(KvCache& cache, const std::vector<Eagle3Rows>& chunks,
   for (int64_t i = 0; i < T * H; ++i) out[i] = residual[size_t(i)] + tmp[size_t(i)];
   std::vector<float> hn(size_t(T * H)), gt(size_t(T * I)), up(size_t(T * I));
   kernels::rmsnorm_rows(out, T, H, post_ln_.data(), cfg_.rms_eps, hn.data());
-  kernels::matmul(hn.data(), T, gate_, gt.data());
-  kernels::matmul(hn.data(), T, up_, up.data());
-  kernels::silu_mul(gt.data(), up.data(), gt.data(), T * I);
+  kernels::matmul_gated(hn.data(), T, gate_, up_, gt.data(), up.data());
   kernels::matmul(gt.data(), T, down_, tmp.data());
   kernels::add(out, tmp.data(), T * H);
 

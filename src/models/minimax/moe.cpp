@@ -25,9 +25,8 @@ void mlp_forward(const MlpWeights& w, const GatedActivation& act, const float* x
                  FfnStats* stats) {
   const int64_t I = w.gate.rows;
   std::vector<float> g(size_t(T * I)), u(size_t(T * I));
-  const kernels::MatmulJob jobs[2] = {{x, T, &w.gate, g.data()}, {x, T, &w.up, u.data()}};
-  kernels::matmul_grouped(jobs, 2);
-  act.apply(g.data(), u.data(), g.data(), T * I);
+  kernels::matmul_gated(x, T, w.gate, w.up, g.data(), u.data(),
+                        [&](const float* gate, const float* up, float* o, int64_t n) { act.apply(gate, up, o, n); });
   kernels::matmul(g.data(), T, w.down, out);
   if (stats) stats->weight_bytes += w.nbytes();
 }
