@@ -105,6 +105,29 @@ BENCHMARK_CAPTURE(run_matmul, Bf16_avx2, DType::BF16, Isa::Avx2)->Apply(args);
 BENCHMARK_CAPTURE(run_matmul, F32_avx512, DType::F32, Isa::Avx512)->Apply(args);
 BENCHMARK_CAPTURE(run_matmul, Bf16_scalar, DType::BF16, Isa::Scalar)->Args({1, 1})->UseRealTime();
 
+// Decode (M = 1) over each matrix shape of the widened TinyLlama target (q/k/v rows together,
+// o, one of gate / up, down), ~550 MB of each, on the active ISA.
+void run_decode_shape(benchmark::State& state) {
+  const int64_t rows = state.range(0), cols = state.range(1);
+  ThreadPool::set_global_threads(int(state.range(2)));
+  const WeightSet ws(DType::BF16, rows, cols, (int64_t(275) << 20) / (rows * cols));
+  std::vector<float> x(static_cast<size_t>(cols), 0.5f), y(static_cast<size_t>(rows));
+  int64_t i = 0;
+  for (auto _ : state) {
+    kernels::matmul(x.data(), 1, ws.view(i++ % ws.count), y.data());
+    benchmark::DoNotOptimize(y.data());
+  }
+  state.counters["GB/s"] = benchmark::Counter(double(state.iterations()) * double(ws.view(0).nbytes()) / 1e9,
+                                              benchmark::Counter::kIsRate);
+}
+BENCHMARK(run_decode_shape)
+    ->ArgsProduct({{2560}, {2048}, {1, 2}})
+    ->ArgsProduct({{2048}, {2048}, {1, 2}})
+    ->ArgsProduct({{5632}, {2048}, {1, 2}})
+    ->ArgsProduct({{2048}, {5632}, {1, 2}})
+    ->ArgNames({"rows", "cols", "threads"})
+    ->UseRealTime();
+
 // The same probe `eaglet bench` reports (best of one- and four-stream reads with the widest
 // loads), so the matvec rows above can be read as a fraction of it.
 void BM_MemoryRead(benchmark::State& state) {
