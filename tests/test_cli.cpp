@@ -132,6 +132,12 @@ TEST(CliSpeculative, BenchWritesJsonReport) {
   for (auto& run : j["runs"]) {
     EXPECT_EQ(run["speculative"]["outputs_identical_to_baseline"].get<int>(), 3);
     EXPECT_GT(run["baseline"]["decode_tokens_per_second"].get<double>(), 0);
+    const auto& base = run["baseline"];
+    EXPECT_GT(base["itl_p50_s"].get<double>(), 0);
+    EXPECT_LE(base["itl_p50_s"].get<double>(), base["itl_p90_s"].get<double>());
+    EXPECT_LE(base["itl_p90_s"].get<double>(), base["itl_p99_s"].get<double>());
+    EXPECT_GT(base["effective_bandwidth_at_median_step_gbps"].get<double>(), 0);
+    EXPECT_GT(run["verify_cost"]["step"]["seconds"].get<double>(), 0);
     EXPECT_GE(run["speculative"]["spec_decode"]["mean_acceptance_length"].get<double>(), 1.0);
   }
   EXPECT_EQ(j["num_prompts"].get<int>(), 3);

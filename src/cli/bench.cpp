@@ -197,7 +197,7 @@ void add_bench(CLI::App& app) {
   cmd->add_option("--seed", o->sampling.seed);
   cmd->add_option("--thread-counts", o->thread_counts, "run at each of these thread counts (e.g. 1,2)")
       ->delimiter(',');
-  cmd->add_option("--verify-reps", o->verify_reps, "passes averaged for the step / verification cost")
+  cmd->add_option("--verify-reps", o->verify_reps, "passes timed for the step / verification cost (their median is reported)")
       ->check(CLI::PositiveNumber);
   cmd->add_flag("--ignore-eos", o->ignore_eos, "always generate --max-tokens tokens");
   cmd->add_flag("--skip-bandwidth", o->skip_bandwidth, "skip the memory bandwidth measurement");
