@@ -1,6 +1,8 @@
 // The real `eaglet` binary end to end.
 #include <gtest/gtest.h>
 
+#include <algorithm>
+
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
@@ -141,6 +143,25 @@ TEST(CliSpeculative, BenchWritesJsonReport) {
     EXPECT_GE(run["speculative"]["spec_decode"]["mean_acceptance_length"].get<double>(), 1.0);
   }
   EXPECT_EQ(j["num_prompts"].get<int>(), 3);
+}
+
+TEST(CliSpeculative, BenchProbesBandwidthAroundEachPrompt) {
+  EAGLET_REQUIRE_SHARED();
+  test::TempDir dir;
+  auto r = test::run_command(test::eaglet_binary() + " bench -m " + test::shared_dir() +
+                             "/models/stories260K-hf --num-prompts 2 --max-tokens 8 --thread-counts 1 --json " +
+                             dir.file("out.json") + " 2>&1");
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  const auto run = nlohmann::json::parse(read_text_file(dir.file("out.json")))["runs"][0];
+  const auto& bw = run["memory_bandwidth_gbps"];
+  ASSERT_EQ(bw["probes"].size(), 3u);  // before the first prompt and after each
+  double best = 0;
+  for (auto& p : bw["probes"]) best = std::max(best, p["read"].get<double>());
+  EXPECT_DOUBLE_EQ(bw["read"].get<double>(), best);
+  EXPECT_GT(bw["nearby_read"].get<double>(), 0);
+  EXPECT_LE(bw["nearby_read"].get<double>(), best * (1 + 1e-12));
+  EXPECT_GE(run["baseline"]["fraction_of_nearby_read_bandwidth"].get<double>(),
+            run["baseline"]["fraction_of_read_bandwidth"].get<double>() * (1 - 1e-12));
 }
 
 TEST(CliSpeculative, BadSpecOptionsAreErrors) {

@@ -89,10 +89,6 @@ void run_bench(BenchOptions o) {
   for (int threads : o.thread_counts) {
     ThreadPool::set_global_threads(threads);
     nlohmann::json run = {{"threads", threads}};
-    // Probed before and again after the baseline decode, keeping the best of each: on a shared VM
-    // one probe can land in a slow moment and flatter the decode figures compared with it.
-    MemoryBandwidth bw;
-    if (!o.skip_bandwidth) bw = measure_memory_bandwidth(ThreadPool::global());
     const double prefill = prefill_rate(b, prompts, o.prefill_tokens);
     run["prefill"] = {{"tokens", o.prefill_tokens}, {"tokens_per_second", prefill}};
     // What one decode step really reads (MoE: only the routed experts) and what a k+1-token
@@ -104,7 +100,9 @@ void run_bench(BenchOptions o) {
     };
     run["verify_cost"] = {{"prompt_tokens", prompts[0].size()}, {"verify_tokens", vc.verify_tokens},
                           {"step", pass_json(vc.step)}, {"verify", pass_json(vc.verify)}, {"ratio", vc.ratio()}};
-    RunTotals base = run_prompts(b, prompts, o.max_tokens, o.sampling, o.ignore_eos, nullptr);
+    const ProbedBaseline probed =
+        run_baseline_with_probes(b, prompts, o.max_tokens, o.sampling, o.ignore_eos, !o.skip_bandwidth);
+    const RunTotals& base = probed.totals;
     const double eff = base.tokens_per_second() * weight_gb;
     // The typical step as well as the average: on a shared VM a few steps stall for tens of
     // milliseconds when a core is taken away, and the mean carries them.
@@ -120,16 +118,21 @@ void run_bench(BenchOptions o) {
                        {"itl_p99_s", percentile(base.inter_token_seconds, 0.99)},
                        {"effective_bandwidth_at_median_step_gbps", eff_p50}};
     std::printf("\n[threads %d]\n", threads);
+    const MemoryBandwidth& bw = probed.best;
     if (!o.skip_bandwidth) {
-      const MemoryBandwidth after = measure_memory_bandwidth(ThreadPool::global());
-      bw.read_gbps = std::max(bw.read_gbps, after.read_gbps);
-      bw.copy_gbps = std::max(bw.copy_gbps, after.copy_gbps);
-      run["memory_bandwidth_gbps"] = {{"read", bw.read_gbps}, {"copy", bw.copy_gbps}};
+      nlohmann::json probes = nlohmann::json::array();
+      for (const MemoryBandwidth& p : probed.probes) probes.push_back({{"read", p.read_gbps}, {"copy", p.copy_gbps}});
+      run["memory_bandwidth_gbps"] = {{"read", bw.read_gbps}, {"copy", bw.copy_gbps},
+                                      {"nearby_read", probed.nearby.read_gbps}, {"nearby_copy", probed.nearby.copy_gbps},
+                                      {"probes", probes}};
       run["baseline"]["fraction_of_read_bandwidth"] = eff / bw.read_gbps;
       run["baseline"]["fraction_of_copy_bandwidth"] = eff / bw.copy_gbps;
       run["baseline"]["fraction_of_read_bandwidth_at_median_step"] = eff_p50 / bw.read_gbps;
       run["baseline"]["fraction_of_copy_bandwidth_at_median_step"] = eff_p50 / bw.copy_gbps;
-      std::printf("  memory bandwidth (same run, best of a probe before and after): read %.1f GB/s, copy %.1f GB/s\n", bw.read_gbps, bw.copy_gbps);
+      run["baseline"]["fraction_of_nearby_read_bandwidth"] = eff / probed.nearby.read_gbps;
+      run["baseline"]["fraction_of_nearby_copy_bandwidth"] = eff / probed.nearby.copy_gbps;
+      std::printf("  memory bandwidth (same run, best of %zu probes: before the decode and after each prompt): read %.1f GB/s, copy %.1f GB/s\n",
+                  probed.probes.size(), bw.read_gbps, bw.copy_gbps);
     }
     std::printf("  prefill  : %7.1f tok/s (%d tokens)\n", prefill, o.prefill_tokens);
     std::printf("  one step : %7.2f ms, reads %.3f GB (active parameters %.3f GB)", vc.step.seconds * 1e3,
@@ -143,7 +146,9 @@ void run_bench(BenchOptions o) {
     std::printf("  baseline : %7.2f tok/s decode, %lld tokens, weights %.1f GB/s", base.tokens_per_second(),
                 (long long)base.tokens, eff);
     if (!o.skip_bandwidth)
-      std::printf(" (%.0f%% of read, %.0f%% of copy bandwidth)", 100 * eff / bw.read_gbps, 100 * eff / bw.copy_gbps);
+      std::printf(" (%.0f%% of read, %.0f%% of copy bandwidth; %.0f%% / %.0f%% of the probes around each prompt)",
+                  100 * eff / bw.read_gbps, 100 * eff / bw.copy_gbps, 100 * eff / probed.nearby.read_gbps,
+                  100 * eff / probed.nearby.copy_gbps);
     std::printf("\n  inter-token latency: median %.2f ms, p90 %.2f ms, p99 %.2f ms; at the median step weights %.1f GB/s",
                 1e3 * itl_p50, 1e3 * percentile(base.inter_token_seconds, 0.9),
                 1e3 * percentile(base.inter_token_seconds, 0.99), eff_p50);

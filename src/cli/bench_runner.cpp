@@ -1,8 +1,10 @@
 #include "cli/bench_runner.h"
 
+#include <algorithm>
 #include <chrono>
 
 #include "cli/report.h"
+#include "core/thread_pool.h"
 #include "engine/generator.h"
 #include "spec/speculative_generator.h"
 
@@ -68,6 +70,37 @@ RunTotals run_prompts(ModelBundle& b, const std::vector<std::vector<int>>& promp
     t.outputs.push_back(r.token_ids);
   }
   return t;
+}
+
+ProbedBaseline run_baseline_with_probes(ModelBundle& b, const std::vector<std::vector<int>>& prompts, int max_tokens,
+                                        const SamplingParams& sampling, bool ignore_eos, bool probe) {
+  ProbedBaseline r;
+  auto take_probe = [&] {
+    r.probes.push_back(measure_memory_bandwidth(ThreadPool::global()));
+    r.best.read_gbps = std::max(r.best.read_gbps, r.probes.back().read_gbps);
+    r.best.copy_gbps = std::max(r.best.copy_gbps, r.probes.back().copy_gbps);
+  };
+  if (probe) take_probe();
+  double read_seconds = 0, copy_seconds = 0;  // bandwidth x decode seconds, summed over prompts
+  for (const auto& ids : prompts) {
+    RunTotals one = run_prompts(b, {ids}, max_tokens, sampling, ignore_eos, nullptr);
+    r.totals.tokens += one.tokens;
+    r.totals.seconds += one.seconds;
+    r.totals.inter_token_seconds.insert(r.totals.inter_token_seconds.end(), one.inter_token_seconds.begin(),
+                                        one.inter_token_seconds.end());
+    r.totals.outputs.push_back(one.outputs.front());
+    if (!probe) continue;
+    take_probe();
+    const MemoryBandwidth& before = r.probes[r.probes.size() - 2];
+    const MemoryBandwidth& after = r.probes.back();
+    read_seconds += one.seconds * std::max(before.read_gbps, after.read_gbps);
+    copy_seconds += one.seconds * std::max(before.copy_gbps, after.copy_gbps);
+  }
+  if (r.totals.seconds > 0) {
+    r.nearby.read_gbps = read_seconds / r.totals.seconds;
+    r.nearby.copy_gbps = copy_seconds / r.totals.seconds;
+  }
+  return r;
 }
 
 }  // namespace eaglet::cli

@@ -3,6 +3,7 @@
 #pragma once
 #include <vector>
 
+#include "core/memory_bandwidth.h"
 #include "engine/model_bundle.h"
 #include "spec/metrics.h"
 #include "spec/spec_setup.h"
@@ -41,5 +42,18 @@ VerifyCost measure_verify_cost(ModelBundle& b, const std::vector<int>& prompt, i
 
 RunTotals run_prompts(ModelBundle& b, const std::vector<std::vector<int>>& prompts, int max_tokens,
                       const SamplingParams& sampling, bool ignore_eos, const SpecSetup* spec);
+
+// The plain decode of every prompt with the memory bandwidth probed before the first prompt and
+// after each one. On a shared VM the bandwidth can halve for a minute and come back, so besides
+// the best probe of the run each prompt's decode is also set against the better of the two probes
+// around it (`nearby_*`: decode seconds weighted).
+struct ProbedBaseline {
+  RunTotals totals;
+  std::vector<MemoryBandwidth> probes;
+  MemoryBandwidth best;    // the best read and copy figures of all probes
+  MemoryBandwidth nearby;  // bandwidth around each prompt, averaged over decode time
+};
+ProbedBaseline run_baseline_with_probes(ModelBundle& b, const std::vector<std::vector<int>>& prompts, int max_tokens,
+                                        const SamplingParams& sampling, bool ignore_eos, bool probe);
 
 }  // namespace eaglet::cli
