@@ -107,6 +107,8 @@ void run_bench(BenchOptions o) {
     // The typical step as well as the average: on a shared VM a few steps stall for tens of
     // milliseconds when a core is taken away, and the mean carries them.
     const double itl_p50 = percentile(base.inter_token_seconds, 0.5);
+    const double itl_p90 = percentile(base.inter_token_seconds, 0.9);
+    const double itl_p99 = percentile(base.inter_token_seconds, 0.99);
     const double eff_p50 = itl_p50 > 0 ? weight_gb / itl_p50 : 0;
     run["baseline"] = {{"decode_tokens", base.tokens},
                        {"decode_seconds", base.seconds},
@@ -114,8 +116,8 @@ void run_bench(BenchOptions o) {
                        {"weight_gb_per_token", weight_gb},
                        {"effective_bandwidth_gbps", eff},
                        {"itl_p50_s", itl_p50},
-                       {"itl_p90_s", percentile(base.inter_token_seconds, 0.9)},
-                       {"itl_p99_s", percentile(base.inter_token_seconds, 0.99)},
+                       {"itl_p90_s", itl_p90},
+                       {"itl_p99_s", itl_p99},
                        {"effective_bandwidth_at_median_step_gbps", eff_p50}};
     std::printf("\n[threads %d]\n", threads);
     const MemoryBandwidth& bw = probed.best;
@@ -150,8 +152,7 @@ void run_bench(BenchOptions o) {
                   100 * eff / bw.read_gbps, 100 * eff / bw.copy_gbps, 100 * eff / probed.nearby.read_gbps,
                   100 * eff / probed.nearby.copy_gbps);
     std::printf("\n  inter-token latency: median %.2f ms, p90 %.2f ms, p99 %.2f ms; at the median step weights %.1f GB/s",
-                1e3 * itl_p50, 1e3 * percentile(base.inter_token_seconds, 0.9),
-                1e3 * percentile(base.inter_token_seconds, 0.99), eff_p50);
+                1e3 * itl_p50, 1e3 * itl_p90, 1e3 * itl_p99, eff_p50);
     if (!o.skip_bandwidth)
       std::printf(" (%.0f%% of read, %.0f%% of copy bandwidth)", 100 * eff_p50 / bw.read_gbps, 100 * eff_p50 / bw.copy_gbps);
     std::printf("\n");

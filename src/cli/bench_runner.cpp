@@ -47,7 +47,8 @@ VerifyCost measure_verify_cost(ModelBundle& b, const std::vector<int>& prompt, i
 }
 
 RunTotals run_prompts(ModelBundle& b, const std::vector<std::vector<int>>& prompts, int max_tokens,
-                      const SamplingParams& sampling, bool ignore_eos, const SpecSetup* spec) {
+                      const SamplingParams& sampling, bool ignore_eos, const SpecSetup* spec,
+                      const std::function<void(double decode_seconds)>& after_prompt) {
   RunTotals t;
   for (auto& ids : prompts) {
     GenerationRequest req;
@@ -68,6 +69,7 @@ RunTotals run_prompts(ModelBundle& b, const std::vector<std::vector<int>>& promp
     t.inter_token_seconds.insert(t.inter_token_seconds.end(), r.stats.inter_token_seconds.begin(),
                                  r.stats.inter_token_seconds.end());
     t.outputs.push_back(r.token_ids);
+    if (after_prompt) after_prompt(r.stats.decode_seconds);
   }
   return t;
 }
@@ -82,21 +84,15 @@ ProbedBaseline run_baseline_with_probes(ModelBundle& b, const std::vector<std::v
   };
   if (probe) take_probe();
   double read_seconds = 0, copy_seconds = 0;  // bandwidth x decode seconds, summed over prompts
-  for (const auto& ids : prompts) {
-    RunTotals one = run_prompts(b, {ids}, max_tokens, sampling, ignore_eos, nullptr);
-    r.totals.tokens += one.tokens;
-    r.totals.seconds += one.seconds;
-    r.totals.inter_token_seconds.insert(r.totals.inter_token_seconds.end(), one.inter_token_seconds.begin(),
-                                        one.inter_token_seconds.end());
-    r.totals.outputs.push_back(one.outputs.front());
-    if (!probe) continue;
+  r.totals = run_prompts(b, prompts, max_tokens, sampling, ignore_eos, nullptr, [&](double seconds) {
+    if (!probe) return;
     take_probe();
     const MemoryBandwidth& before = r.probes[r.probes.size() - 2];
     const MemoryBandwidth& after = r.probes.back();
-    read_seconds += one.seconds * std::max(before.read_gbps, after.read_gbps);
-    copy_seconds += one.seconds * std::max(before.copy_gbps, after.copy_gbps);
-  }
-  if (r.totals.seconds > 0) {
+    read_seconds += seconds * std::max(before.read_gbps, after.read_gbps);
+    copy_seconds += seconds * std::max(before.copy_gbps, after.copy_gbps);
+  });
+  if (probe && r.totals.seconds > 0) {
     r.nearby.read_gbps = read_seconds / r.totals.seconds;
     r.nearby.copy_gbps = copy_seconds / r.totals.seconds;
   }

@@ -1,6 +1,7 @@
 // The decode loop behind `eaglet bench` and `eaglet demo`: the same prompts through the target,
 // plainly or with a proposer, with decode time and tokens summed over prompts.
 #pragma once
+#include <functional>
 #include <vector>
 
 #include "core/memory_bandwidth.h"
@@ -31,7 +32,7 @@ struct PassCost {
 };
 
 // A single-token decode step versus a `verify_tokens`-token verification pass on the same
-// prefix (each averaged over `reps`, the cache rolled back after every pass). On MoE targets
+// prefix (each the median of `reps` passes, the cache rolled back after every pass). On MoE targets
 // the verification pass reads the union of the experts its tokens route to.
 struct VerifyCost {
   int verify_tokens = 0;
@@ -40,8 +41,10 @@ struct VerifyCost {
 };
 VerifyCost measure_verify_cost(ModelBundle& b, const std::vector<int>& prompt, int verify_tokens, int reps);
 
+// `after_prompt` (optional) runs after each prompt with that prompt's decode seconds.
 RunTotals run_prompts(ModelBundle& b, const std::vector<std::vector<int>>& prompts, int max_tokens,
-                      const SamplingParams& sampling, bool ignore_eos, const SpecSetup* spec);
+                      const SamplingParams& sampling, bool ignore_eos, const SpecSetup* spec,
+                      const std::function<void(double decode_seconds)>& after_prompt = {});
 
 // The plain decode of every prompt with the memory bandwidth probed before the first prompt and
 // after each one. On a shared VM the bandwidth can halve for a minute and come back, so besides
