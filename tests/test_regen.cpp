@@ -52,7 +52,7 @@ TEST(Regen, ResumesAfterInterruptionWithIdenticalOutput) {
   o.output = d.file("part.jsonl");
   EXPECT_EQ(regenerate(*b.model, b.tokenizer, b.eos_ids, o), 24);
   EXPECT_EQ(sorted_lines(d.file("part.jsonl")), sorted_lines(d.file("full.jsonl")));
-  auto samples = load_regenerated(d.file("part.jsonl"), 512);
+  auto samples = load_regenerated(d.file("part.jsonl"), 512, b.model->config().vocab);
   std::set<int64_t> idx;
   for (auto& s : samples) idx.insert(s.index);
   EXPECT_EQ(idx.size(), 24u);
@@ -107,7 +107,7 @@ TEST(ChatData, RegenRewritesAssistantTurnsOnly) {
   o.max_new_tokens = 6;
   o.batch = 2;
   EXPECT_EQ(regenerate(*b.model, b.tokenizer, b.eos_ids, o), 2);
-  auto samples = load_regenerated(o.output, 4096);
+  auto samples = load_regenerated(o.output, 4096, b.model->config().vocab);
   ASSERT_EQ(samples.size(), 2u);
   const std::string text = b.tokenizer.decode(samples[1].ids);
   EXPECT_EQ(text.rfind("[system] be kind[user] one[assistant] ", 0), 0u) << text;

@@ -1,6 +1,7 @@
 // Tokenizers against llama.cpp's test vectors and tiktoken's, plus round trips and streaming.
 #include <gtest/gtest.h>
 
+#include <chrono>
 #include <fstream>
 #include <nlohmann/json.hpp>
 #include <sstream>
@@ -199,6 +200,55 @@ TEST(Tokenizer, BadTokenizerJsonIsAClearError) {
   }
   test::write_text(dir.file("tokenizer.json"), R"({"model": {"type": "WordPiece", "vocab": {}}})");
   EXPECT_THROW(Tokenizer::from_dir(dir.path()), std::exception);
+}
+
+}  // namespace
+}  // namespace eaglet
+
+namespace eaglet {
+namespace {
+
+// Seconds for the fastest of three encodes (the machine's noise only ever adds time).
+double encode_seconds(const Tokenizer& tok, const std::string& text) {
+  double best = 1e9;
+  for (int rep = 0; rep < 3; ++rep) {
+    const auto t0 = std::chrono::steady_clock::now();
+    const auto ids = tok.encode(text);
+    best = std::min(best, std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
+    EXPECT_GT(ids.size(), text.size() / 8);
+  }
+  return best;
+}
+
+// Issue 12, failure 2: a 3.9 MB prompt of "ab " took 99.5 s of CPU before the server could say
+// it was too long (in-place string replacement in the normalizer, and every added token tried at
+// every byte). Eight times the text must take about eight times as long, not sixty-four.
+TEST(Tokenizer, EncodingIsLinearInTheText) {
+  using json = nlohmann::json;
+  json tj = json::parse(read_text_file(test::source_dir() + "/tests/data/bytes_tokenizer.json"));
+  // SentencePiece-style normalization (as stories260K and Llama 2 have) and two thousand added
+  // tokens that share a first byte with the text.
+  tj["normalizer"] = {{"type", "Sequence"},
+                      {"normalizers", {{{"type", "Prepend"}, {"prepend", "\xE2\x96\x81"}},
+                                       {{"type", "Replace"}, {"pattern", {{"String", " "}}}, {"content", "\xE2\x96\x81"}}}}};
+  for (int i = 0; i < 2000; ++i)
+    tj["added_tokens"].push_back({{"id", 259 + i}, {"content", "a<tok" + std::to_string(i) + ">"}, {"special", true}});
+  const Tokenizer tok = Tokenizer::from_json(tj, "test");
+  std::string small;
+  while (small.size() < (128 << 10)) small += "ab ";
+  std::string large;
+  for (int i = 0; i < 8; ++i) large += small;
+  const double t_small = encode_seconds(tok, small), t_large = encode_seconds(tok, large);
+  EXPECT_LT(t_large / std::max(t_small, 1e-4), 20.0) << t_small << " s for 128 KB, " << t_large << " s for 1 MB";
+  // The added tokens still match, longest first, inside the text.
+  EXPECT_EQ(tok.encode("xa<tok12>a<tok1>", 0), (std::vector<int>{3 + 0xE2, 3 + 0x96, 3 + 0x81, 3 + 'x', 259 + 12, 259 + 1}));
+  // A caller that only needs to know the prompt is too long can stop early (after the piece
+  // of pre-tokenized text that crossed the limit).
+  tj.erase("normalizer");
+  tj["pre_tokenizer"] = {{"type", "Metaspace"}, {"replacement", "\xE2\x96\x81"}, {"prepend_scheme", "always"}, {"split", true}};
+  const Tokenizer split = Tokenizer::from_json(tj, "test");
+  EXPECT_GT(split.encode(large, 0).size(), 1000000u);
+  EXPECT_LE(split.encode(large, 0, true, 1000).size(), 1010u);
 }
 
 }  // namespace

@@ -21,6 +21,11 @@ struct KvCacheShape {
   // Extra floats per token and layer that live and die with the token's K/V, e.g. the index keys
   // of MiniMax sparse attention (forks share them, truncate rolls them back).
   int aux_dim = 0;
+
+  size_t bytes_per_block() const {
+    return size_t(num_layers) * size_t(block_size) * (2 * size_t(num_kv_heads) * size_t(head_dim) + size_t(aux_dim)) *
+           sizeof(float);
+  }
 };
 
 class KvCache {

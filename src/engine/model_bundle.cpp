@@ -2,6 +2,7 @@
 
 #include <algorithm>
 
+#include "core/error.h"
 #include "io/json_config.h"
 #include "io/mapped_file.h"
 
@@ -25,6 +26,13 @@ ModelBundle load_bundle(const std::string& dir) {
     b.model = load_model(dir);
     b.tokenizer = Tokenizer::from_dir(dir);
   }
+  const int V = b.model->config().vocab;
+  // A token the tokenizer can produce but the model has no embedding row for would be read past
+  // the embedding table. (Models often have more rows than tokens; never fewer.)
+  for (int id = V; id < b.tokenizer.vocab_size(); ++id)
+    if (!b.tokenizer.token_bytes(id).empty())
+      fail("{}/tokenizer.json: token '{}' has id {}, but the model's vocab_size is {} (config.json)", dir,
+           b.tokenizer.token_bytes(id), id, V);
   auto add = [&](int id) {
     if (id >= 0 && std::find(b.eos_ids.begin(), b.eos_ids.end(), id) == b.eos_ids.end()) b.eos_ids.push_back(id);
   };
@@ -33,7 +41,10 @@ ModelBundle load_bundle(const std::string& dir) {
   if (!dir.empty() && file_exists(dir + "/generation_config.json")) {
     JsonConfig g = JsonConfig::load(dir + "/generation_config.json");
     if (g.has("eos_token_id"))
-      for (auto id : g.get_int_list("eos_token_id")) add(int(id));
+      for (auto id : g.get_int_list("eos_token_id")) {
+        EAGLET_CHECK(id >= 0 && id < V, "{}: eos_token_id {} is outside the vocabulary [0, {})", g.where(), id, V);
+        add(int(id));
+      }
   }
   return b;
 }

@@ -20,6 +20,7 @@ std::string trim(const std::string& s) {
 }
 
 std::string prompt_of(const nlohmann::json& j, const std::string& where) {
+  if (!j.is_object()) fail("{}: expected a JSON object", where);
   for (const char* key : {"prompt", "text", "question", "instruction"})
     if (j.contains(key) && j[key].is_string()) return j[key].get<std::string>();
   if (j.contains("turns") && j["turns"].is_array() && !j["turns"].empty() && j["turns"][0].is_string())
@@ -27,9 +28,11 @@ std::string prompt_of(const nlohmann::json& j, const std::string& where) {
   for (const char* key : {"messages", "conversations"}) {
     if (!j.contains(key) || !j[key].is_array()) continue;
     for (auto& m : j[key]) {
-      const std::string role = m.value("role", m.value("from", ""));
-      const std::string content = m.contains("content") ? m.value("content", "") : m.value("value", "");
-      if (role == "user" || role == "human") return content;
+      if (!m.is_object()) fail("{}: each of '{}' must be an object", where, key);
+      const nlohmann::json& role = m.contains("role") ? m["role"] : m.contains("from") ? m["from"] : nlohmann::json();
+      const nlohmann::json& content = m.contains("content") ? m["content"] : m.contains("value") ? m["value"] : nlohmann::json();
+      if (!role.is_string() || !content.is_string()) fail("{}: each of '{}' needs a string role and content", where, key);
+      if (role == "user" || role == "human") return content.get<std::string>();
     }
   }
   fail("{}: record has none of prompt, text, question, turns, messages, conversations", where);

@@ -5,6 +5,23 @@
 
 namespace eaglet {
 
+bool json_int64(const nlohmann::json& v, int64_t* out) {
+  if (v.is_number_unsigned()) {
+    const uint64_t u = v.get<uint64_t>();
+    if (u > uint64_t(INT64_MAX)) return false;
+    *out = int64_t(u);
+    return true;
+  }
+  if (!v.is_number_integer()) return false;
+  *out = v.get<int64_t>();
+  return true;
+}
+
+std::string json_brief(const nlohmann::json& v) {
+  std::string s = v.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
+  return s.size() <= 60 ? s : s.substr(0, 57) + "...";
+}
+
 JsonConfig JsonConfig::load(const std::string& path) {
   if (!file_exists(path)) fail("{}: file not found", path);
   try {
@@ -22,13 +39,21 @@ const nlohmann::json& JsonConfig::at(const std::string& key) const {
 }
 
 int64_t JsonConfig::get_int(const std::string& key) const {
-  auto& v = at(key);
-  if (!v.is_number_integer()) fail("{}: field '{}' must be an integer", where_, key);
-  return v.get<int64_t>();
+  int64_t x;
+  if (!json_int64(at(key), &x)) fail("{}: field '{}' must be an integer (got {})", where_, key, json_brief(at(key)));
+  return x;
 }
 
 int64_t JsonConfig::get_int(const std::string& key, int64_t fallback) const {
   return has(key) ? get_int(key) : fallback;
+}
+
+int JsonConfig::get_size(const std::string& key) const { return get_size(key, get_int(key)); }
+
+int JsonConfig::get_size(const std::string& key, int64_t fallback) const {
+  const int64_t v = get_int(key, fallback);
+  if (v <= 0 || v > INT32_MAX) fail("{}: field '{}' must be in [1, {}] (got {})", where_, key, INT32_MAX, v);
+  return int(v);
 }
 
 double JsonConfig::get_double(const std::string& key) const {
@@ -58,11 +83,12 @@ std::string JsonConfig::get_string(const std::string& key, const std::string& fa
 std::vector<int64_t> JsonConfig::get_int_list(const std::string& key) const {
   auto& v = at(key);
   std::vector<int64_t> out;
-  if (v.is_number_integer()) return {v.get<int64_t>()};
+  int64_t x;
+  if (json_int64(v, &x)) return {x};
   if (!v.is_array()) fail("{}: field '{}' must be a list of integers", where_, key);
   for (auto& e : v) {
-    if (!e.is_number_integer()) fail("{}: field '{}' must be a list of integers", where_, key);
-    out.push_back(e.get<int64_t>());
+    if (!json_int64(e, &x)) fail("{}: field '{}' must be a list of integers", where_, key);
+    out.push_back(x);
   }
   return out;
 }

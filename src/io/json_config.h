@@ -5,6 +5,13 @@
 
 namespace eaglet {
 
+// The value of a JSON integer as int64, false for anything else. nlohmann stores integers above
+// INT64_MAX as unsigned, and get<int>() / get<int64_t>() wrap them (4294967296 became 0), so
+// everything read from untrusted JSON goes through this.
+bool json_int64(const nlohmann::json& v, int64_t* out);
+// A value as it appears in the file, cut to a length that fits an error message.
+std::string json_brief(const nlohmann::json& v);
+
 class JsonConfig {
  public:
   JsonConfig(nlohmann::json j, std::string where) : j_(std::move(j)), where_(std::move(where)) {}
@@ -13,6 +20,10 @@ class JsonConfig {
   bool has(const std::string& key) const { return j_.contains(key) && !j_[key].is_null(); }
   int64_t get_int(const std::string& key) const;
   int64_t get_int(const std::string& key, int64_t fallback) const;
+  // A size (hidden_size, vocab_size, ...): an integer in [1, INT32_MAX], since sizes are ints
+  // downstream and a larger value must not wrap into a small one.
+  int get_size(const std::string& key) const;
+  int get_size(const std::string& key, int64_t fallback) const;
   double get_double(const std::string& key) const;
   double get_double(const std::string& key, double fallback) const;
   bool get_bool(const std::string& key, bool fallback) const;

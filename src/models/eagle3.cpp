@@ -6,6 +6,7 @@
 #include <cstring>
 
 #include "core/error.h"
+#include "models/model.h"
 
 namespace eaglet {
 
@@ -14,16 +15,16 @@ Eagle3Config parse_eagle3_config(const JsonConfig& top, int target_layers, AuxNu
   const bool speculators = top.has("transformer_layer_config");
   const JsonConfig layer = speculators ? top.sub("transformer_layer_config") : top;
   Eagle3Config c;
-  c.hidden = int(layer.get_int("hidden_size"));
-  c.intermediate = int(layer.get_int("intermediate_size"));
-  c.num_heads = int(layer.get_int("num_attention_heads"));
-  c.num_kv_heads = int(layer.get_int("num_key_value_heads", c.num_heads));
-  c.head_dim = int(layer.get_int("head_dim", c.hidden / std::max(1, c.num_heads)));
-  c.vocab = int(layer.get_int("vocab_size", top.get_int("vocab_size", 0)));
-  c.rms_eps = float(layer.get_double("rms_norm_eps", 1e-6));
+  c.hidden = layer.get_size("hidden_size");
+  c.intermediate = layer.get_size("intermediate_size");
+  c.num_heads = layer.get_size("num_attention_heads");
+  c.num_kv_heads = layer.get_size("num_key_value_heads", c.num_heads);
+  c.head_dim = layer.get_size("head_dim", c.hidden / c.num_heads);
+  c.vocab = layer.has("vocab_size") ? layer.get_size("vocab_size") : top.get_size("vocab_size");
+  c.rms_eps = parse_rms_norm_eps(layer);
   c.attention_bias = layer.get_bool("attention_bias", false);
-  c.draft_vocab = int(top.get_int("draft_vocab_size", c.vocab));
-  c.target_hidden = int(top.get_int("target_hidden_size", c.hidden));
+  c.draft_vocab = top.get_size("draft_vocab_size", c.vocab);
+  c.target_hidden = top.get_size("target_hidden_size", c.hidden);
   c.norm_before_residual = top.get_bool("norm_before_residual", speculators);
   c.norm_before_fc = top.get_bool("norm_before_fc", false);
   c.fc_norm = top.get_bool("fc_norm", false);

@@ -72,6 +72,8 @@ class Model {
 // vocab_size, rms_norm_eps, special ids, ...), checked for consistency.
 class JsonConfig;
 ModelConfig parse_model_config(const JsonConfig& cfg, const std::string& dir);
+// rms_norm_eps (default 1e-6), which must lie in (0, 1).
+float parse_rms_norm_eps(const JsonConfig& cfg);
 
 // Loads `dir` (config.json + safetensors) with the architecture its config names.
 std::unique_ptr<Model> load_model(const std::string& dir);

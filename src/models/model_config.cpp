@@ -6,28 +6,37 @@
 
 namespace eaglet {
 
+float parse_rms_norm_eps(const JsonConfig& cfg) {
+  const double eps = cfg.get_double("rms_norm_eps", 1e-6);
+  // eps <= 0 divides by zero on a zero row; a negative or large one silently wrecks every norm.
+  EAGLET_CHECK(eps > 0 && eps < 1, "{}: rms_norm_eps must be in (0, 1) (got {})", cfg.where(), eps);
+  return float(eps);
+}
+
 ModelConfig parse_model_config(const JsonConfig& cfg, const std::string& dir) {
   ModelConfig c;
   c.dir = dir;
-  c.hidden = int(cfg.get_int("hidden_size"));
-  c.intermediate = int(cfg.get_int("intermediate_size"));
-  c.num_layers = int(cfg.get_int("num_hidden_layers"));
-  c.num_heads = int(cfg.get_int("num_attention_heads"));
-  c.num_kv_heads = int(cfg.get_int("num_key_value_heads", c.num_heads));
-  c.head_dim = int(cfg.get_int("head_dim", c.num_heads > 0 ? c.hidden / c.num_heads : 0));
-  c.vocab = int(cfg.get_int("vocab_size"));
-  c.max_position = int(std::min<int64_t>(cfg.get_int("max_position_embeddings", 4096), 1 << 30));
-  c.rms_eps = float(cfg.get_double("rms_norm_eps", 1e-6));
-  c.bos_token = int(cfg.get_int("bos_token_id", -1));
+  c.hidden = cfg.get_size("hidden_size");
+  c.intermediate = cfg.get_size("intermediate_size");
+  c.num_layers = cfg.get_size("num_hidden_layers");
+  c.num_heads = cfg.get_size("num_attention_heads");
+  c.num_kv_heads = cfg.get_size("num_key_value_heads", c.num_heads);
+  c.head_dim = cfg.get_size("head_dim", c.hidden / c.num_heads);
+  c.vocab = cfg.get_size("vocab_size");
+  c.max_position = cfg.get_size("max_position_embeddings", 4096);
+  c.rms_eps = parse_rms_norm_eps(cfg);
+  const int64_t vocab = c.vocab;
+  auto special_id = [&](const std::string& key, int64_t id) {
+    EAGLET_CHECK(id >= 0 && id < vocab, "{}: {} {} is outside the vocabulary [0, {})", cfg.where(), key, id, vocab);
+    return int(id);
+  };
+  if (cfg.has("bos_token_id")) c.bos_token = special_id("bos_token_id", cfg.get_int("bos_token_id"));
   if (cfg.has("eos_token_id"))
-    for (auto e : cfg.get_int_list("eos_token_id")) c.eos_tokens.push_back(int(e));
-  EAGLET_CHECK(c.hidden > 0 && c.num_layers > 0 && c.vocab > 0 && c.intermediate > 0,
-               "{}: hidden_size, num_hidden_layers, vocab_size and intermediate_size must be positive",
-               cfg.where());
-  EAGLET_CHECK(c.num_heads > 0 && c.num_kv_heads > 0 && c.num_heads % c.num_kv_heads == 0,
+    for (auto e : cfg.get_int_list("eos_token_id")) c.eos_tokens.push_back(special_id("eos_token_id", e));
+  EAGLET_CHECK(c.num_heads % c.num_kv_heads == 0,
                "{}: num_attention_heads ({}) must be a positive multiple of num_key_value_heads ({})",
                cfg.where(), c.num_heads, c.num_kv_heads);
-  EAGLET_CHECK(c.head_dim > 0 && c.head_dim % 2 == 0, "{}: head_dim {} must be positive and even",
+  EAGLET_CHECK(c.head_dim % 2 == 0, "{}: head_dim {} must be even",
                cfg.where(), c.head_dim);
   return c;
 }

@@ -9,11 +9,23 @@ namespace eaglet {
 Rope Rope::from_config(const JsonConfig& cfg, int head_dim) {
   Rope r;
   r.rot_dim = head_dim;
-  if (cfg.has("rotary_dim")) r.rot_dim = int(cfg.get_int("rotary_dim"));
-  else if (cfg.has("partial_rotary_factor")) r.rot_dim = int(head_dim * cfg.get_double("partial_rotary_factor"));
+  if (cfg.has("rotary_dim")) {
+    const int64_t d = cfg.get_int("rotary_dim");
+    EAGLET_CHECK(d > 0 && d <= head_dim && d % 2 == 0, "{}: rotary_dim {} must be even and in [2, head_dim {}]",
+                 cfg.where(), d, head_dim);
+    r.rot_dim = int(d);
+  } else if (cfg.has("partial_rotary_factor")) {
+    const double f = cfg.get_double("partial_rotary_factor");
+    EAGLET_CHECK(f > 0 && f <= 1, "{}: partial_rotary_factor must be in (0, 1] (got {})", cfg.where(), f);
+    r.rot_dim = int(head_dim * f);
+  }
   EAGLET_CHECK(r.rot_dim > 0 && r.rot_dim <= head_dim && r.rot_dim % 2 == 0,
                "{}: rotary dimension {} does not fit head_dim {}", cfg.where(), r.rot_dim, head_dim);
-  const float theta = float(cfg.get_double("rope_theta", 10000.0));
+  // theta <= 0 gives NaN or constant angles: every position would look the same.
+  const double theta_d = cfg.get_double("rope_theta", 10000.0);
+  EAGLET_CHECK(theta_d > 1 && std::isfinite(theta_d), "{}: rope_theta must be a finite number above 1 (got {})",
+               cfg.where(), theta_d);
+  const float theta = float(theta_d);
   const int half = r.rot_dim / 2;
   r.inv_freq.resize(size_t(half));
   for (int i = 0; i < half; ++i)
@@ -22,15 +34,22 @@ Rope Rope::from_config(const JsonConfig& cfg, int head_dim) {
   const JsonConfig sc = cfg.sub("rope_scaling");
   std::string type = sc.get_string("rope_type", sc.get_string("type", "default"));
   if (type == "default") return r;
+  if (type != "linear" && type != "llama3")
+    fail("{}: unsupported rope_scaling type '{}' (supported: default, linear, llama3)", sc.where(), type);
+  const double factor = sc.get_double("factor");
+  EAGLET_CHECK(factor > 0 && std::isfinite(factor), "{}: factor must be a positive number (got {})", sc.where(), factor);
   if (type == "linear") {
-    r.position_scale = 1.0f / float(sc.get_double("factor"));
+    r.position_scale = 1.0f / float(factor);
     return r;
   }
   if (type == "llama3") {
-    const double factor = sc.get_double("factor");
     const double low = sc.get_double("low_freq_factor", 1.0);
     const double high = sc.get_double("high_freq_factor", 4.0);
     const double old_ctx = sc.get_double("original_max_position_embeddings", 8192);
+    // The smooth interpolation divides by (high - low) and by old_ctx.
+    EAGLET_CHECK(low > 0 && high > low, "{}: need 0 < low_freq_factor < high_freq_factor (got {} and {})", sc.where(),
+                 low, high);
+    EAGLET_CHECK(old_ctx > 0, "{}: original_max_position_embeddings must be positive (got {})", sc.where(), old_ctx);
     const double low_wavelen = old_ctx / low, high_wavelen = old_ctx / high;
     for (auto& f : r.inv_freq) {
       const double wavelen = 2 * M_PI / f;
@@ -42,9 +61,8 @@ Rope Rope::from_config(const JsonConfig& cfg, int head_dim) {
         f = float((1 - smooth) * f / factor + smooth * f);
       }
     }
-    return r;
   }
-  fail("{}: unsupported rope_scaling type '{}' (supported: default, linear, llama3)", sc.where(), type);
+  return r;
 }
 
 void Rope::angles(int64_t pos, float* cos, float* sin) const {

@@ -5,6 +5,8 @@
 #include <algorithm>
 #include <cmath>
 
+#include "core/error.h"
+#include "core/system_memory.h"
 #include "engine/generator.h"
 #include "spec/eagle3_drafter.h"
 #include "spec/ngram_proposer.h"
@@ -58,15 +60,42 @@ Scheduler::Scheduler(ModelBundle& bundle, const SpecSetup& spec, SchedulerOption
     : bundle_(bundle), spec_(spec), opts_(opts), metrics_(metrics) {
   const auto& cfg = bundle_.model->config();
   if (opts_.max_model_len <= 0 || opts_.max_model_len > cfg.max_position) opts_.max_model_len = cfg.max_position;
-  const int64_t per_seq = kv_blocks_for(opts_.max_model_len + spec_.k() + 1);
-  if (opts_.kv_blocks <= 0) opts_.kv_blocks = per_seq * opts_.max_num_seqs;
+  size_kv_cache();
   cache_ = std::make_unique<KvCache>(bundle_.model->kv_shape(opts_.kv_blocks));
-  if (spec_.enabled() && spec_.method() == "eagle3")
-    drafter_ = std::make_unique<Eagle3Drafter>(*spec_.draft(), per_seq * opts_.max_num_seqs);
+  if (uses_drafter()) drafter_ = std::make_unique<Eagle3Drafter>(*spec_.draft(), opts_.kv_blocks);
   thread_ = std::thread([this] { loop(); });
 }
 
 Scheduler::~Scheduler() { shutdown(); }
+
+bool Scheduler::uses_drafter() const { return spec_.enabled() && spec_.method() == "eagle3"; }
+
+// The KV cache is allocated up front, so its size is checked against memory first: a model whose
+// config claims a 2-billion-token context must fail with advice, not std::bad_alloc.
+void Scheduler::size_kv_cache() {
+  const int64_t per_seq = kv_blocks_for(int64_t(opts_.max_model_len) + spec_.k() + 1);
+  size_t block_bytes = bundle_.model->kv_shape(1).bytes_per_block();
+  if (uses_drafter()) block_bytes += spec_.draft()->kv_shape(1).bytes_per_block();
+  const bool default_budget = opts_.kv_cache_bytes <= 0;
+  const int64_t budget = default_budget ? available_memory_bytes() / 2 : opts_.kv_cache_bytes;
+  const int64_t fit = budget > 0 ? budget / int64_t(block_bytes) : per_seq * opts_.max_num_seqs;
+  const double gb = 1e-9, seq_gb = double(per_seq) * double(block_bytes) * gb;
+  const std::string budget_name = default_budget ? "half the memory available; --kv-cache-memory sets it" : "--kv-cache-memory";
+  if (fit < per_seq)
+    fail("max_model_len {} needs {:.3g} GB of KV cache for one sequence, more than the {:.3g} GB KV cache budget ({}): "
+         "pass --max-model-len {} or less", opts_.max_model_len, seq_gb, double(budget) * gb, budget_name,
+         std::max<int64_t>(0, fit - 1) * 16 - spec_.k() - 1);
+  if (opts_.kv_blocks <= 0) {
+    opts_.kv_blocks = std::min(per_seq * opts_.max_num_seqs, fit);
+  } else {
+    EAGLET_CHECK(opts_.kv_blocks >= per_seq, "--kv-blocks {} cannot hold one sequence of max_model_len {} ({} blocks)",
+                 opts_.kv_blocks, opts_.max_model_len, per_seq);
+    EAGLET_CHECK(opts_.kv_blocks <= fit, "--kv-blocks {} needs {:.3g} GB, more than the {:.3g} GB KV cache budget ({})",
+                 opts_.kv_blocks, double(opts_.kv_blocks) * double(block_bytes) * gb, double(budget) * gb, budget_name);
+  }
+  spdlog::info("KV cache: {} blocks of 16 tokens ({:.3g} GB), room for {} sequences of max_model_len {}", opts_.kv_blocks,
+               double(opts_.kv_blocks) * double(block_bytes) * gb, opts_.kv_blocks / per_seq, opts_.max_model_len);
+}
 
 bool Scheduler::submit(std::shared_ptr<Request> r) {
   std::lock_guard<std::mutex> lk(mu_);
@@ -116,7 +145,17 @@ void Scheduler::admit() {
     running_.push_back(std::move(s));
     waiting_.pop_front();
   }
-  metrics_.set_gauges(int(running_.size()), int(waiting_.size()),
+}
+
+// After every admission and every step, so an idle server reports zero running requests and an
+// empty cache (updating only on admission left the last busy values on display forever).
+void Scheduler::publish_gauges() {
+  size_t waiting;
+  {
+    std::lock_guard<std::mutex> lk(mu_);
+    waiting = waiting_.size();
+  }
+  metrics_.set_gauges(int(running_.size()), int(waiting),
                       1.0 - double(cache_->free_blocks()) / double(cache_->total_blocks()));
 }
 
@@ -155,6 +194,7 @@ void Scheduler::loop() {
       spdlog::error("scheduler step failed: {}; aborting the running requests", e.what());
       for (auto& s : running_) finish(*s, "abort");
       running_.clear();
+      publish_gauges();
     }
     if (since(last_log) > opts_.log_interval_s) {
       last_log = clock_type::now();
@@ -173,6 +213,7 @@ void Scheduler::step() {
     }
   running_.erase(std::remove(running_.begin(), running_.end(), nullptr), running_.end());
   admit();
+  publish_gauges();
   if (running_.empty()) return;
 
   Model& model = *bundle_.model;
@@ -288,6 +329,7 @@ void Scheduler::step() {
   running_.erase(std::remove(running_.begin(), running_.end(), nullptr), running_.end());
   for (auto& s : running_)
     if (s->decoding) s->prompt_taps = {};
+  publish_gauges();
 }
 
 }  // namespace eaglet

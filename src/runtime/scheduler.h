@@ -20,7 +20,8 @@ namespace eaglet {
 struct SchedulerOptions {
   int max_num_seqs = 16;
   int max_model_len = 0;        // 0: the model's context length
-  int64_t kv_blocks = 0;        // 0: room for max_num_seqs full-length sequences
+  int64_t kv_blocks = 0;        // 0: room for max_num_seqs full-length sequences, within kv_cache_bytes
+  int64_t kv_cache_bytes = 0;   // KV memory (target + draft) budget; 0: half the memory available
   int prefill_chunk = 512;      // prompt tokens per step, over all sequences
   int max_waiting = 256;        // queue bound; beyond it submit() refuses
   double log_interval_s = 10;   // SpecDecoding metrics log line
@@ -40,10 +41,13 @@ class Scheduler {
 
  private:
   struct Seq;
+  bool uses_drafter() const;
+  void size_kv_cache();
   void loop();
   void step();
   void admit();
   void finish(Seq& s, const std::string& reason);
+  void publish_gauges();
   bool emit(Seq& s, int token, const float* logits_row);
 
   ModelBundle& bundle_;

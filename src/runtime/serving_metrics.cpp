@@ -1,5 +1,7 @@
 #include "runtime/serving_metrics.h"
 
+#include "core/system_memory.h"
+
 #include <fmt/format.h>
 
 namespace eaglet {
@@ -99,6 +101,10 @@ std::string ServingMetrics::render(const std::string& model) const {
   for (size_t i = 0; i < spec_.accepted_per_pos.size(); ++i)
     out += fmt::format("eaglet:spec_decode_num_accepted_tokens_per_pos_total{{{},position=\"{}\"}} {}\n", l, i,
                        spec_.accepted_per_pos[i]);
+  // The process collector's name, which dashboards (and the soak test) watch for leaks.
+  out += fmt::format("# HELP process_resident_memory_bytes Resident memory size in bytes.\n"
+                     "# TYPE process_resident_memory_bytes gauge\nprocess_resident_memory_bytes {}\n",
+                     resident_memory_bytes());
   return out;
 }
 

@@ -7,6 +7,8 @@
 #include "core/error.h"
 #include "io/gguf.h"
 #include "io/mapped_file.h"
+#include "io/json_config.h"
+#include "tokenizer/added_tokens.h"
 #include "tokenizer/bpe.h"
 #include "tokenizer/gguf_bpe.h"
 #include "tokenizer/byte_level.h"
@@ -22,14 +24,23 @@ const std::string kSpmSpace = "\xE2\x96\x81";  // U+2581 '▁'
 
 uint64_t pair_key(int a, int b) { return (uint64_t(uint32_t(a)) << 32) | uint32_t(b); }
 
-void replace_all(std::string& s, const std::string& from, const std::string& to) {
-  if (from.empty()) return;
-  size_t pos = 0;
-  while ((pos = s.find(from, pos)) != std::string::npos) {
-    s.replace(pos, from.size(), to);
-    pos += to.size();
+// Builds a new string: replacing in place shifts the tail on every hit, which made a prompt of
+// a few megabytes of spaces take minutes (quadratic).
+std::string replace_all(std::string_view s, std::string_view from, std::string_view to) {
+  if (from.empty()) return std::string(s);
+  std::string out;
+  out.reserve(s.size());
+  size_t start = 0;
+  for (size_t pos = s.find(from); pos != std::string_view::npos; pos = s.find(from, start)) {
+    out.append(s, start, pos - start).append(to);
+    start = pos + from.size();
   }
+  return out.append(s, start);
 }
+
+// Token ids may leave this many unused ids in total (some tokenizers skip a few); anything
+// sparser is a broken or hostile file.
+constexpr int64_t kMaxIdGap = 1 << 16;
 
 size_t utf8_len(unsigned char c) {
   if (c < 0x80) return 1;
@@ -95,9 +106,18 @@ Tokenizer Tokenizer::from_dir(const std::string& dir) {
 }
 
 Tokenizer Tokenizer::from_json(const json& tj, const std::string& where, const json& cfg) {
+  try {
+    return build(tj, where, cfg);
+  } catch (const json::exception& e) {  // a field of the wrong type the checks below do not name
+    fail("{}: malformed tokenizer: {}", where, e.what());
+  }
+}
+
+Tokenizer Tokenizer::build(const json& tj, const std::string& where, const json& cfg) {
   Tokenizer t;
   t.config_ = cfg;
-  if (!tj.contains("model") || !tj["model"].is_object()) fail("{}: missing field 'model'", where);
+  if (!tj.is_object() || !tj.contains("model") || !tj["model"].is_object()) fail("{}: missing field 'model'", where);
+  if (!cfg.is_object()) fail("{}: tokenizer_config.json must be a JSON object", where);
   const json& model = tj["model"];
   const std::string type = model.value("type", "BPE");
   if (type != "BPE") fail("{}: tokenizer model type '{}' is not supported (only BPE)", where, type);
@@ -120,14 +140,45 @@ Tokenizer Tokenizer::from_json(const json& tj, const std::string& where, const j
   t.ignore_merges_ = model.value("ignore_merges", false);
   t.fuse_unk_ = model.value("fuse_unk", false);
 
+  // Token ids index tables sized by the largest id, so they are checked before anything is
+  // allocated: a negative id would write before the table, a huge one allocate gigabytes.
+  const json& vocab = model["vocab"];
+  const json no_added = json::array();
+  const json& added = tj.contains("added_tokens") && !tj["added_tokens"].is_null() ? tj["added_tokens"] : no_added;
+  if (!added.is_array()) fail("{}: 'added_tokens' must be a list", where);
+  if (vocab.empty() && added.empty()) fail("{}: the vocabulary is empty (model.vocab and added_tokens)", where);
+  const int64_t id_limit = int64_t(vocab.size() + added.size()) + kMaxIdGap;
+  auto checked_id = [&](const json& v, const std::string& what) {
+    int64_t id;
+    if (!json_int64(v, &id)) fail("{}: {} must be an integer token id (got {})", where, what, json_brief(v));
+    if (id < 0 || id >= id_limit)
+      fail("{}: {} has id {}, outside [0, {}): ids must number the {} tokens without large gaps", where, what, id,
+           id_limit, vocab.size() + added.size());
+    return int(id);
+  };
+  std::vector<std::pair<const std::string*, int>> vocab_ids;
   int max_id = -1;
-  for (auto& [k, v] : model["vocab"].items()) max_id = std::max(max_id, v.get<int>());
-  if (tj.contains("added_tokens"))
-    for (auto& a : tj["added_tokens"]) max_id = std::max(max_id, a.value("id", -1));
+  for (auto& [k, v] : vocab.items()) {
+    vocab_ids.emplace_back(&k, checked_id(v, "model.vocab['" + k + "']"));
+    max_id = std::max(max_id, vocab_ids.back().second);
+  }
+  struct Added { std::string content; int id; bool special; };
+  std::vector<Added> added_tokens;
+  for (size_t i = 0; i < added.size(); ++i) {
+    const json& a = added[i];
+    const std::string what = fmt::format("added_tokens[{}]", i);
+    if (!a.is_object() || !a.contains("content") || !a["content"].is_string())
+      fail("{}: {} needs a string 'content'", where, what);
+    if (!a.contains("id")) fail("{}: {} needs an 'id'", where, what);
+    const json special = a.value("special", json(false));
+    if (!special.is_boolean()) fail("{}: {}.special must be true or false", where, what);
+    added_tokens.push_back({a["content"].get<std::string>(), checked_id(a["id"], what), special.get<bool>()});
+    max_id = std::max(max_id, added_tokens.back().id);
+  }
   t.id_to_bytes_.assign(size_t(max_id + 1), "");
   t.is_special_.assign(size_t(max_id + 1), false);
-  for (auto& [k, v] : model["vocab"].items()) {
-    const int id = v.get<int>();
+  for (auto& [key, id] : vocab_ids) {
+    const std::string& k = *key;
     std::string bytes;
     if (t.byte_level_) {
       if (!byte_level_decode(k, &bytes)) bytes = k;
@@ -141,33 +192,33 @@ Tokenizer Tokenizer::from_json(const json& tj, const std::string& where, const j
       std::string shown = k;
       const int b = parse_byte_token(k);
       if (b >= 0 && t.byte_fallback_) shown = std::string(1, char(b));
-      else if (spm_space) replace_all(shown, kSpmSpace, " ");
+      else if (spm_space) shown = replace_all(shown, kSpmSpace, " ");
       t.id_to_bytes_[size_t(id)] = shown;
     } else {
       t.id_to_bytes_[size_t(id)] = bytes;
     }
   }
   if (model.contains("unk_token") && model["unk_token"].is_string()) {
-    auto it = model["vocab"].find(model["unk_token"].get<std::string>());
-    if (it != model["vocab"].end()) t.unk_id_ = it->get<int>();
+    auto it = vocab.find(model["unk_token"].get<std::string>());
+    if (it != vocab.end()) t.unk_id_ = it->get<int>();  // checked above
   }
-  if (model.contains("merges")) {
+  if (model.contains("merges") && !model["merges"].is_null()) {
+    if (!model["merges"].is_array()) fail("{}: model.merges must be a list", where);
     int rank = 0;
     for (auto& m : model["merges"]) {
       std::string a, b;
       if (m.is_string()) {
         const std::string s = m.get<std::string>();
         const size_t sp = s.find(' ', 1);
-        if (sp == std::string::npos) fail("{}: malformed merge '{}'", where, s);
+        if (sp == std::string::npos) fail("{}: malformed merge '{}' in model.merges", where, s);
         a = s.substr(0, sp);
         b = s.substr(sp + 1);
-      } else if (m.is_array() && m.size() == 2) {
+      } else if (m.is_array() && m.size() == 2 && m[0].is_string() && m[1].is_string()) {
         a = m[0].get<std::string>();
         b = m[1].get<std::string>();
       } else {
-        fail("{}: malformed merge entry", where);
+        fail("{}: malformed entry {} in model.merges (a \"left right\" string or a pair of strings)", where, rank);
       }
-      auto& vocab = model["vocab"];
       auto ia = vocab.find(a), ib = vocab.find(b), im = vocab.find(a + b);
       if (ia == vocab.end() || ib == vocab.end() || im == vocab.end()) { ++rank; continue; }
       t.merges_.emplace(pair_key(ia->get<int>(), ib->get<int>()), std::make_pair(rank++, im->get<int>()));
@@ -207,8 +258,7 @@ Tokenizer Tokenizer::from_json(const json& tj, const std::string& where, const j
       fail("{}: pre-tokenizer '{}' is not supported", where, pt);
     }
   }
-  if (tj.contains("added_tokens"))
-    for (auto& a : tj["added_tokens"]) t.add_added_token(a.value("content", ""), a.value("id", -1), a.value("special", false));
+  for (auto& a : added_tokens) t.add_added_token(a.content, a.id, a.special);
 
   // BOS/EOS: tokenizer_config.json first, then the post-processor template.
   if (cfg.contains("bos_token")) t.bos_id_ = t.token_id(special_token_text(cfg["bos_token"]));
@@ -260,12 +310,17 @@ Tokenizer Tokenizer::from_tiktoken(const std::string& ranks_path, const std::str
   std::ifstream in(ranks_path);
   if (!in) fail("{}: cannot open", ranks_path);
   std::string tok, line;
-  int rank;
+  int64_t lines = 0;
   while (std::getline(in, line)) {
+    ++lines;
     const size_t sp = line.find(' ');
     if (sp == std::string::npos) continue;
     tok = decode64(line.substr(0, sp));
-    rank = std::atoi(line.c_str() + sp + 1);
+    char* end = nullptr;
+    const long long r = std::strtoll(line.c_str() + sp + 1, &end, 10);
+    if (end == line.c_str() + sp + 1 || r < 0 || r >= lines + kMaxIdGap)
+      fail("{}:{}: rank '{}' is not a token id in [0, {})", ranks_path, lines, line.substr(sp + 1), lines + kMaxIdGap);
+    const int rank = int(r);
     if (rank >= int(t.id_to_bytes_.size())) t.id_to_bytes_.resize(size_t(rank + 1));
     t.id_to_bytes_[size_t(rank)] = tok;
     t.bytes_to_id_[tok] = rank;
@@ -277,14 +332,35 @@ Tokenizer Tokenizer::from_tiktoken(const std::string& ranks_path, const std::str
   return t;
 }
 
+namespace {
+// A special-token id from GGUF metadata: absent is -1; present, it must name a token.
+int gguf_special_id(const json& meta, const char* key, size_t n_tokens, const std::string& path) {
+  if (!meta.contains(key)) return -1;
+  int64_t id;
+  if (!json_int64(meta[key], &id) || id < 0 || uint64_t(id) >= n_tokens)
+    fail("{}: {} = {} is not a token id in [0, {})", path, key, json_brief(meta[key]), n_tokens);
+  return int(id);
+}
+}  // namespace
+
 Tokenizer Tokenizer::from_gguf(const std::string& path) {
   const json meta = read_gguf_metadata(path);
+  try {
+    return from_gguf_metadata(meta, path);
+  } catch (const json::exception& e) {  // a value of the wrong type somewhere in the metadata
+    fail("{}: malformed tokenizer metadata: {}", path, e.what());
+  }
+}
+
+Tokenizer Tokenizer::from_gguf_metadata(const json& meta, const std::string& path) {
   const std::string model = meta.value("tokenizer.ggml.model", "");
+  const size_t n_tokens = meta.contains("tokenizer.ggml.tokens") && meta["tokenizer.ggml.tokens"].is_array()
+                              ? meta["tokenizer.ggml.tokens"].size() : 0;
   if (model == "gpt2") {
     Tokenizer t = from_json(gguf_bpe_tokenizer_json(meta, path), path, json::object());
-    t.bos_id_ = int(meta.value("tokenizer.ggml.bos_token_id", -1));
+    t.bos_id_ = gguf_special_id(meta, "tokenizer.ggml.bos_token_id", n_tokens, path);
     t.eos_ids_.clear();
-    if (meta.contains("tokenizer.ggml.eos_token_id")) t.eos_ids_.push_back(meta["tokenizer.ggml.eos_token_id"].get<int>());
+    if (const int eos = gguf_special_id(meta, "tokenizer.ggml.eos_token_id", n_tokens, path); eos >= 0) t.eos_ids_.push_back(eos);
     t.add_bos_ = meta.value("tokenizer.ggml.add_bos_token", false);
     return t;
   }
@@ -295,6 +371,9 @@ Tokenizer Tokenizer::from_gguf(const std::string& path) {
   const auto& tokens = meta["tokenizer.ggml.tokens"];
   const auto& scores = meta["tokenizer.ggml.scores"];
   const json types = meta.value("tokenizer.ggml.token_type", json::array());
+  EAGLET_CHECK(tokens.is_array() && scores.is_array() && types.is_array(),
+               "{}: tokenizer.ggml.tokens, .scores and .token_type must be arrays", path);
+  EAGLET_CHECK(!tokens.empty(), "{}: tokenizer.ggml.tokens is empty", path);
   EAGLET_CHECK(tokens.size() == scores.size(), "{}: {} tokens but {} scores", path, tokens.size(), scores.size());
   Tokenizer t;
   t.byte_fallback_ = true;
@@ -317,15 +396,13 @@ Tokenizer Tokenizer::from_gguf(const std::string& path) {
       t.id_to_bytes_[i] = text;
       t.add_added_token(text, int(i), true);
     } else {
-      std::string shown = text;
-      replace_all(shown, kSpmSpace, " ");
-      t.id_to_bytes_[i] = shown;
+      t.id_to_bytes_[i] = replace_all(text, kSpmSpace, " ");
       t.bytes_to_id_[text] = int(i);
     }
   }
-  t.unk_id_ = int(meta.value("tokenizer.ggml.unknown_token_id", -1));
-  t.bos_id_ = int(meta.value("tokenizer.ggml.bos_token_id", -1));
-  if (meta.contains("tokenizer.ggml.eos_token_id")) t.eos_ids_.push_back(meta["tokenizer.ggml.eos_token_id"].get<int>());
+  t.unk_id_ = gguf_special_id(meta, "tokenizer.ggml.unknown_token_id", tokens.size(), path);
+  t.bos_id_ = gguf_special_id(meta, "tokenizer.ggml.bos_token_id", tokens.size(), path);
+  if (const int eos = gguf_special_id(meta, "tokenizer.ggml.eos_token_id", tokens.size(), path); eos >= 0) t.eos_ids_.push_back(eos);
   t.add_bos_ = meta.value("tokenizer.ggml.add_bos_token", true);
   t.finish_load();
   return t;
@@ -354,11 +431,21 @@ void Tokenizer::add_added_token(const std::string& content, int id, bool special
   }
   id_to_bytes_[size_t(id)] = content;
   is_special_[size_t(id)] = special;
-  added_.emplace_back(content, id);
+  added_.add(content, id, special);
 }
 
 void Tokenizer::finish_load() {
-  std::sort(added_.begin(), added_.end(), [](auto& a, auto& b) { return a.first.size() > b.first.size(); });
+  // How much normalization can shrink a text: a Replace to something shorter, or Unicode
+  // composition (at most three code points into one, e.g. Hangul jamo).
+  max_shrink_ = 1;
+  for (auto& n : normalizers_) {
+    if (n.kind == Step::Replace && n.b.empty()) max_shrink_ = size_t(1) << 40;  // deletes: no bound
+    else if (n.kind == Step::Replace && n.b.size() < n.a.size()) max_shrink_ *= (n.a.size() + n.b.size()) / n.b.size();
+    if (n.kind == Step::Normalize) max_shrink_ *= 3;
+  }
+  max_token_bytes_ = std::max<size_t>(1, added_.max_length());
+  for (auto& b : id_to_bytes_) max_token_bytes_ = std::max(max_token_bytes_, b.size());
+  for (auto& [b, id] : bytes_to_id_) max_token_bytes_ = std::max(max_token_bytes_, b.size());
 }
 
 const std::string& Tokenizer::token_bytes(int id) const {
@@ -367,8 +454,7 @@ const std::string& Tokenizer::token_bytes(int id) const {
 }
 
 int Tokenizer::token_id(const std::string& text) const {
-  for (auto& [s, id] : added_)
-    if (s == text) return id;
+  if (const int id = added_.find(text); id >= 0) return id;
   std::string key = text;
   if (byte_level_) byte_level_decode(text, &key);
   auto it = bytes_to_id_.find(key);
@@ -377,36 +463,31 @@ int Tokenizer::token_id(const std::string& text) const {
   return it == bytes_to_id_.end() ? -1 : it->second;
 }
 
-std::vector<int> Tokenizer::encode(std::string_view text, int add_bos, bool parse_special) const {
+std::vector<int> Tokenizer::encode(std::string_view text, int add_bos, bool parse_special, size_t max_tokens) const {
   std::vector<int> out;
   if ((add_bos < 0 ? add_bos_ : add_bos != 0) && bos_id_ >= 0) out.push_back(bos_id_);
   size_t seg_start = 0, pos = 0;
   bool first = true;
-  while (pos < text.size()) {
+  while (pos < text.size() && out.size() <= max_tokens) {
     // Added tokens that are not special (e.g. GPT-NeoX's runs of spaces) always match, as in
     // Hugging Face and llama.cpp; special ones only when asked to parse them.
-    const std::pair<std::string, int>* hit = nullptr;
-    for (auto& a : added_)
-      if ((parse_special || !is_special_[size_t(a.second)]) && text.compare(pos, a.first.size(), a.first) == 0) {
-        hit = &a;
-        break;
-      }
-    if (!hit) { ++pos; continue; }
-    if (pos > seg_start) encode_segment(text.substr(seg_start, pos - seg_start), first, &out);
+    const AddedTokenMatcher::Match hit = added_.longest_at(text, pos, parse_special);
+    if (hit.id < 0) { ++pos; continue; }
+    if (pos > seg_start) encode_segment(text.substr(seg_start, pos - seg_start), first, max_tokens, &out);
     first = false;
-    out.push_back(hit->second);
-    pos += hit->first.size();
+    out.push_back(hit.id);
+    pos += hit.length;
     seg_start = pos;
   }
-  if (seg_start < text.size()) encode_segment(text.substr(seg_start), first, &out);
+  if (seg_start < text.size() && out.size() <= max_tokens) encode_segment(text.substr(seg_start), first, max_tokens, &out);
   return out;
 }
 
-void Tokenizer::encode_segment(std::string_view segment, bool first, std::vector<int>* out) const {
+void Tokenizer::encode_segment(std::string_view segment, bool first, size_t max_tokens, std::vector<int>* out) const {
   std::string s(segment);
   for (auto& n : normalizers_) {
     if (n.kind == Step::Prepend) s = n.a + s;
-    else if (n.kind == Step::Replace) replace_all(s, n.a, n.b);
+    else if (n.kind == Step::Replace) s = replace_all(s, n.a, n.b);
     else s = unicode_normalize(s, n.a);
   }
   std::vector<std::string> pieces{s};
@@ -416,8 +497,7 @@ void Tokenizer::encode_segment(std::string_view segment, bool first, std::vector
       pieces[0] = " " + pieces[0];
     if (p.kind == Step::Metaspace) {
       for (size_t i = 0; i < pieces.size(); ++i) {
-        std::string q = pieces[i];
-        replace_all(q, " ", p.a);
+        std::string q = replace_all(pieces[i], " ", p.a);
         const bool prepend = p.b == "always" || (p.b == "first" && first && i == 0);
         if (prepend && q.compare(0, p.a.size(), p.a) != 0) q = p.a + q;
         if (!p.flag) { next.push_back(q); continue; }
@@ -436,8 +516,10 @@ void Tokenizer::encode_segment(std::string_view segment, bool first, std::vector
     }
     pieces.swap(next);
   }
-  for (auto& piece : pieces)
+  for (auto& piece : pieces) {
+    if (out->size() > max_tokens) return;
     if (!piece.empty()) encode_piece(piece, out);
+  }
 }
 
 void Tokenizer::encode_piece(const std::string& piece, std::vector<int>* out) const {

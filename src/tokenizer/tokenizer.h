@@ -10,6 +10,8 @@
 #include <unordered_map>
 #include <vector>
 
+#include "tokenizer/added_tokens.h"
+
 namespace eaglet {
 
 class RegexSplitter;
@@ -25,6 +27,8 @@ class Tokenizer {
                                  const std::vector<std::pair<std::string, int>>& specials);
   // A llama.cpp GGUF vocabulary with the SentencePiece ("llama") model: merges by token score.
   static Tokenizer from_gguf(const std::string& path);
+  // The same from metadata already read (`path` names it in errors).
+  static Tokenizer from_gguf_metadata(const nlohmann::json& meta, const std::string& path);
   // <unk>=0, <s>=1, </s>=2, then bytes 0x00..0xFF as ids 3..258 (the built-in model's vocabulary).
   static Tokenizer bytes();
 
@@ -33,8 +37,11 @@ class Tokenizer {
   ~Tokenizer();
 
   // `add_bos`: -1 follows the tokenizer's config, 0/1 force it. Special tokens written in the
-  // text are recognised when `parse_special` is set.
-  std::vector<int> encode(std::string_view text, int add_bos = -1, bool parse_special = true) const;
+  // text are recognised when `parse_special` is set. Encoding linear in the text; it may stop
+  // early once the result is longer than `max_tokens` (which is all a caller that rejects
+  // longer prompts needs to know).
+  std::vector<int> encode(std::string_view text, int add_bos = -1, bool parse_special = true,
+                          size_t max_tokens = SIZE_MAX) const;
   std::string decode(const std::vector<int>& ids, bool skip_special = true) const;
 
   int vocab_size() const { return int(id_to_bytes_.size()); }
@@ -43,6 +50,9 @@ class Tokenizer {
   bool adds_bos() const { return add_bos_; }
   bool is_special(int id) const { return id >= 0 && id < int(is_special_.size()) && is_special_[size_t(id)]; }
   const std::string& token_bytes(int id) const;
+  // A lower bound on the tokens a text of `bytes` bytes encodes to (whatever the text), so a
+  // prompt far too long for the context is refused before any tokenization work.
+  size_t min_tokens(size_t bytes) const { return bytes / (max_token_bytes_ * max_shrink_); }
   // Id of a token given as its text (vocabulary entry or added token); -1 when absent.
   int token_id(const std::string& text) const;
   // Whether decoding removes one leading space from the start of a sequence (SentencePiece).
@@ -51,13 +61,14 @@ class Tokenizer {
 
  private:
   Tokenizer();
+  static Tokenizer build(const nlohmann::json& tokenizer_json, const std::string& where, const nlohmann::json& config);
   struct Step {
     enum Kind { Prepend, Replace, Normalize, SplitRegex, ByteLevel, Metaspace } kind;
     std::string a, b;          // Prepend: a; Replace: a -> b; Normalize: form; Metaspace: replacement, scheme
     bool flag = false;         // ByteLevel: add_prefix_space; Metaspace: split
     std::shared_ptr<RegexSplitter> regex;
   };
-  void encode_segment(std::string_view segment, bool first, std::vector<int>* out) const;
+  void encode_segment(std::string_view segment, bool first, size_t max_tokens, std::vector<int>* out) const;
   void encode_piece(const std::string& piece, std::vector<int>* out) const;
   void add_added_token(const std::string& content, int id, bool special);
   void finish_load();
@@ -76,7 +87,9 @@ class Tokenizer {
   int unk_id_ = -1;
   int byte_token_[256];         // byte-fallback ids (<0xXX>), -1 when absent
   bool strip_leading_space_ = false;
-  std::vector<std::pair<std::string, int>> added_;  // longest first
+  AddedTokenMatcher added_;
+  size_t max_token_bytes_ = 1;  // the longest token (vocabulary entry or added token)
+  size_t max_shrink_ = 1;       // how many times shorter normalization can make a text
   std::vector<bool> is_special_;
   int bos_id_ = -1;
   std::vector<int> eos_ids_;

@@ -5,6 +5,7 @@
 #include <sstream>
 
 #include "core/error.h"
+#include "io/json_config.h"
 #include "io/mapped_file.h"
 
 namespace eaglet {
@@ -12,28 +13,50 @@ namespace eaglet {
 using json = nlohmann::json;
 
 namespace {
-std::vector<json> records(const std::string& path, int limit) {
-  std::vector<json> out;
+// One record with where it came from ("file.jsonl:12" or "file.json[3]") for error messages.
+struct Record {
+  json value;
+  std::string where;
+};
+
+std::vector<Record> records(const std::string& path, int limit) {
+  std::vector<Record> out;
   const std::string data = read_text_file(path);
   const bool jsonl = path.size() > 6 && path.compare(path.size() - 6, 6, ".jsonl") == 0;
-  try {
-    if (jsonl) {
-      std::istringstream in(data);
-      std::string line;
-      while ((limit <= 0 || int(out.size()) < limit) && std::getline(in, line))
-        if (line.find_first_not_of(" \t\r") != std::string::npos) out.push_back(json::parse(line));
-    } else {
-      json j = json::parse(data);
-      if (!j.is_array()) fail("{}: expected a JSON array of conversations", path);
-      for (auto& r : j) {
-        if (limit > 0 && int(out.size()) >= limit) break;
-        out.push_back(r);
+  if (jsonl) {
+    std::istringstream in(data);
+    std::string line;
+    int n = 0;
+    while ((limit <= 0 || int(out.size()) < limit) && std::getline(in, line)) {
+      ++n;
+      if (line.find_first_not_of(" \t\r") == std::string::npos) continue;
+      const std::string where = fmt::format("{}:{}", path, n);
+      try {
+        out.push_back({json::parse(line), where});
+      } catch (const json::exception& e) {
+        fail("{}: bad JSON: {}", where, e.what());
       }
     }
+    return out;
+  }
+  json j;
+  try {
+    j = json::parse(data);
   } catch (const json::exception& e) {
     fail("{}: bad JSON: {}", path, e.what());
   }
+  if (!j.is_array()) fail("{}: expected a JSON array of conversations", path);
+  for (size_t i = 0; i < j.size() && (limit <= 0 || int(out.size()) < limit); ++i)
+    out.push_back({std::move(j[i]), fmt::format("{}[{}]", path, i)});
   return out;
+}
+
+// A string field of a turn: `role`/`from` or `content`/`value`.
+std::string turn_field(const json& t, const char* key, const char* alt, const std::string& where) {
+  const char* name = t.contains(key) ? key : alt;
+  if (!t.contains(name)) fail("{}: needs '{}' (or '{}')", where, key, alt);
+  if (!t[name].is_string()) fail("{}: '{}' must be a string (got {})", where, name, json_brief(t[name]));
+  return t[name].get<std::string>();
 }
 
 std::string normalise_role(const std::string& r) {
@@ -49,7 +72,7 @@ bool is_chat_file(const std::string& path) {
     return false;
   try {
     auto r = records(path, 1);
-    return !r.empty() && r[0].is_object() && (r[0].contains("conversations") || r[0].contains("messages"));
+    return !r.empty() && r[0].value.is_object() && (r[0].value.contains("conversations") || r[0].value.contains("messages"));
   } catch (const Error&) {
     return false;
   }
@@ -59,17 +82,22 @@ std::vector<Conversation> load_conversations(const std::string& path, int limit)
   std::vector<Conversation> out;
   auto recs = records(path, limit);
   for (size_t i = 0; i < recs.size(); ++i) {
-    const json& r = recs[i];
-    const json* turns = r.contains("conversations") ? &r["conversations"] : r.contains("messages") ? &r["messages"] : nullptr;
-    if (!turns || !turns->is_array()) fail("{}: record {} has no 'conversations' or 'messages' list", path, i);
+    const json& r = recs[i].value;
+    const std::string& where = recs[i].where;
+    const char* key = r.is_object() && r.contains("conversations") ? "conversations" : "messages";
+    if (!r.is_object() || !r.contains(key)) fail("{}: record has no 'conversations' or 'messages' list", where);
+    const json& turns = r[key];
+    if (!turns.is_array()) fail("{}: '{}' must be a list of turns", where, key);
     Conversation c;
     c.index = int64_t(i);
-    for (auto& t : *turns) {
-      if (!t.is_object()) fail("{}: record {} has a turn that is not an object", path, i);
-      const std::string role = normalise_role(t.value("role", t.value("from", "")));
-      const json& content = t.contains("content") ? t["content"] : t.contains("value") ? t["value"] : json();
-      if (role.empty() || !content.is_string()) fail("{}: record {} has a turn without role and text", path, i);
-      c.messages.push_back({role, content.get<std::string>()});
+    for (size_t k = 0; k < turns.size(); ++k) {
+      const json& t = turns[k];
+      const std::string turn = fmt::format("{}: {}[{}]", where, key, k);
+      if (!t.is_object()) fail("{}: a turn must be an object", turn);
+      const std::string role = normalise_role(turn_field(t, "role", "from", turn));
+      const std::string content = turn_field(t, "content", "value", turn);
+      if (role.empty()) fail("{}: empty role", turn);
+      c.messages.push_back({role, content});
     }
     if (!c.messages.empty()) out.push_back(std::move(c));
   }

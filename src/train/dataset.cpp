@@ -6,6 +6,7 @@
 
 #include "core/error.h"
 #include "engine/prompt_dataset.h"
+#include "io/json_config.h"
 
 namespace eaglet {
 
@@ -27,7 +28,26 @@ std::vector<TrainSample> tokenize_texts(const std::vector<std::string>& texts, c
   return out;
 }
 
-std::vector<TrainSample> load_regenerated(const std::string& path, int max_length) {
+namespace {
+// A list of integers in [0, limit) from one regenerated line (ids: limit = vocab; mask: 2).
+template <typename T>
+std::vector<T> int_list(const nlohmann::json& j, const char* key, int64_t limit, const std::string& where) {
+  if (!j.contains(key)) fail("{}: missing '{}'", where, key);
+  const nlohmann::json& v = j[key];
+  if (!v.is_array()) fail("{}: '{}' must be a list of integers", where, key);
+  std::vector<T> out;
+  out.reserve(v.size());
+  for (size_t i = 0; i < v.size(); ++i) {
+    int64_t x;
+    if (!json_int64(v[i], &x) || x < 0 || x >= limit)
+      fail("{}: {}[{}] = {} is not an integer in [0, {})", where, key, i, json_brief(v[i]), limit);
+    out.push_back(T(x));
+  }
+  return out;
+}
+}  // namespace
+
+std::vector<TrainSample> load_regenerated(const std::string& path, int max_length, int vocab) {
   std::ifstream in(path);
   if (!in) fail("{}: cannot open", path);
   std::vector<TrainSample> out;
@@ -36,18 +56,22 @@ std::vector<TrainSample> load_regenerated(const std::string& path, int max_lengt
   while (std::getline(in, line)) {
     ++n;
     if (line.empty()) continue;
+    const std::string where = fmt::format("{}:{}", path, n);
     nlohmann::json j;
     try {
       j = nlohmann::json::parse(line);
     } catch (const nlohmann::json::exception&) {
       if (in.peek() == EOF) break;  // a line cut short by an interrupted run: regen redoes it
-      fail("{}:{}: bad JSON", path, n);
+      fail("{}: bad JSON", where);
     }
+    if (!j.is_object()) fail("{}: expected an object with input_ids and loss_mask", where);
     TrainSample s;
-    s.index = j.value("index", int64_t(n - 1));
-    s.ids = j.at("input_ids").get<std::vector<int>>();
-    s.loss_mask = j.at("loss_mask").get<std::vector<uint8_t>>();
-    EAGLET_CHECK(s.ids.size() == s.loss_mask.size(), "{}:{}: input_ids and loss_mask differ in length", path, n);
+    s.index = n - 1;
+    if (j.contains("index") && !json_int64(j["index"], &s.index)) fail("{}: 'index' must be an integer", where);
+    s.ids = int_list<int>(j, "input_ids", vocab > 0 ? vocab : INT32_MAX, where);
+    s.loss_mask = int_list<uint8_t>(j, "loss_mask", 2, where);
+    EAGLET_CHECK(s.ids.size() == s.loss_mask.size(), "{}: input_ids ({}) and loss_mask ({}) differ in length", where,
+                 s.ids.size(), s.loss_mask.size());
     if (int(s.ids.size()) > max_length) {
       s.ids.resize(size_t(max_length));
       s.loss_mask.resize(size_t(max_length));

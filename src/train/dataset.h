@@ -18,7 +18,8 @@ struct TrainSample {
 // Raw texts of a data file (for regeneration prompts and plain-text training).
 std::vector<std::string> load_texts(const std::string& path, int limit);
 std::vector<TrainSample> tokenize_texts(const std::vector<std::string>& texts, const Tokenizer& tok, int max_length);
-// Regenerated samples written by `eaglet regen` (sorted by index).
-std::vector<TrainSample> load_regenerated(const std::string& path, int max_length);
+// Regenerated samples written by `eaglet regen` (sorted by index); token ids must be below
+// `vocab` (the target's vocabulary size; 0 checks only that they fit an int).
+std::vector<TrainSample> load_regenerated(const std::string& path, int max_length, int vocab);
 
 }  // namespace eaglet

@@ -53,7 +53,10 @@ struct Job {
 void continue_batched(Model& target, const std::vector<int>& eos, std::vector<Job> jobs, const RegenOptions& o,
                       const std::function<void(int64_t, const std::vector<int>&)>& done) {
   const int max_pos = target.config().max_position, V = target.config().vocab;
-  KvCache cache(target.kv_shape(int64_t(o.batch) * (kv_blocks_for(max_pos) + 1)));
+  // Room for the longest job, not for the model's whole context (which configs put in the millions).
+  int64_t longest = 1;
+  for (auto& j : jobs) longest = std::max<int64_t>(longest, std::min<int64_t>(int64_t(j.prompt.size()) + o.max_new_tokens + 1, max_pos));
+  KvCache cache(target.kv_shape(int64_t(o.batch) * (kv_blocks_for(longest) + 1)));
   struct Live {
     int64_t key;
     SeqId seq;

@@ -253,10 +253,10 @@ TrainSummary run_training(const TrainConfig& cfg, const TrainHooks& hooks) {
                     cfg.regen_max_new_tokens, cfg.regen_prefix_tokens, cfg.regen_batch,
                     cfg.regen_samples_per_prompt, cfg.seed};
     regenerate(target, r.bundle.tokenizer, r.bundle.eos_ids, ro);
-    all = load_regenerated(cfg.regen_path(), cfg.max_length);
+    all = load_regenerated(cfg.regen_path(), cfg.max_length, tc.vocab);
   } else if (cfg.data_path.size() > 6 && cfg.data_path.compare(cfg.data_path.size() - 6, 6, ".jsonl") == 0 &&
              read_text_file(cfg.data_path).find("\"input_ids\"") != std::string::npos) {
-    all = load_regenerated(cfg.data_path, cfg.max_length);
+    all = load_regenerated(cfg.data_path, cfg.max_length, tc.vocab);
   } else if (is_chat_file(cfg.data_path)) {
     auto tmpl = ChatTemplate::from_tokenizer_config(r.bundle.tokenizer.config());
     EAGLET_CHECK(tmpl != nullptr, "{}: chat data needs the target's chat_template (tokenizer_config.json has none)",
