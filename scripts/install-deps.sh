@@ -7,7 +7,7 @@ PKGS=(
   nlohmann-json3-dev libcli11-dev libspdlog-dev libfmt-dev
   libpcre2-dev zlib1g-dev libicu-dev
   libtorch-dev libgloo-dev libyaml-cpp-dev libzmq3-dev cppzmq-dev libopenblas0-pthread
-  libcpp-httplib-dev curl
+  libcpp-httplib-dev libboost-dev curl
   python3-numpy python3-jinja2
 )
 # Node.js runs the OpenAI SDK test client; keep an existing installation (e.g. nodesource's).

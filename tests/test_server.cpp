@@ -94,7 +94,7 @@ TEST_F(ServerTest, CompletionsChatStreamingAndGreedyEqualsGenerate) {
   auto res = c.Post("/v1/completions",
                     R"({"prompt":"Once upon a time","max_tokens":40,"temperature":0,"stream":true,"stream_options":{"include_usage":true}})",
                     "application/json");
-  ASSERT_TRUE(res);
+  ASSERT_TRUE(res) << "transport error " << int(res.error());
   std::string streamed;
   json usage;
   bool done = false;

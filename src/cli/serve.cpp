@@ -10,7 +10,7 @@
 #include "core/error.h"
 #include "engine/model_bundle.h"
 #include "runtime/scheduler.h"
-#include "server/http_server.h"
+#include "server/openai_server.h"
 
 namespace eaglet::cli {
 
@@ -23,12 +23,14 @@ struct ServeOptions {
   SpecOptions spec;
   SchedulerOptions sched;
   ServerOptions server;
+  double kv_cache_gib = 0;
 };
 
 void run_serve(ServeOptions o) {
   apply_common_options(o.common);
   if (o.server.api_key.empty())
     if (const char* k = std::getenv("EAGLET_API_KEY")) o.server.api_key = k;
+  o.sched.kv_cache_bytes = int64_t(o.kv_cache_gib * double(1 << 30));
   ModelBundle b = load_bundle(o.common.model_dir);
   spdlog::info("model: {}", b.label());
   SpecSetup spec(o.spec, *b.model);
@@ -37,19 +39,19 @@ void run_serve(ServeOptions o) {
   ServingMetrics metrics;
   Scheduler scheduler(b, spec, o.sched, metrics);
   OpenAiServer server(b, scheduler, metrics, o.server);
+  server.bind();
   std::signal(SIGINT, on_signal);
   std::signal(SIGTERM, on_signal);
   std::signal(SIGPIPE, SIG_IGN);
+  // Signal handlers may only set a flag; this thread turns it into a graceful shutdown.
   std::thread watcher([&] {
     while (!g_stop) std::this_thread::sleep_for(std::chrono::milliseconds(50));
-    spdlog::info("shutting down: aborting in-flight requests");
-    scheduler.shutdown();
-    server.stop();
+    spdlog::info("shutting down");
+    server.shutdown();
   });
-  const bool ok = server.listen();
+  server.run();
   g_stop = true;
   watcher.join();
-  if (!ok) fail("cannot listen on {}:{}", o.server.host, o.server.port);
   spdlog::info("server stopped");
 }
 }  // namespace
@@ -59,16 +61,23 @@ void add_serve(CLI::App& app) {
   CLI::App* cmd = app.add_subcommand("serve", "OpenAI-compatible server (continuous batching, speculative decoding)");
   add_common_options(cmd, &o->common);
   add_spec_options(cmd, &o->spec);
+  auto& lim = o->server.limits;
   cmd->add_option("--host", o->server.host, "address to bind");
   cmd->add_option("--port", o->server.port, "port (0 = any free port)")->check(CLI::Range(0, 65535));
   cmd->add_option("--served-model-name", o->server.served_model_name, "model name clients use (default: the -m path)");
-  cmd->add_option("--api-key", o->server.api_key, "require 'Authorization: Bearer KEY' (also from EAGLET_API_KEY)");
+  cmd->add_option("--api-key", o->server.api_key, "require 'Authorization: Bearer KEY', /metrics included (also from EAGLET_API_KEY)");
+  cmd->add_flag("--metrics-public", o->server.metrics_public, "serve /metrics without the API key");
   cmd->add_option("--max-num-seqs", o->sched.max_num_seqs, "sequences batched together")->check(CLI::PositiveNumber);
   cmd->add_option("--max-model-len", o->sched.max_model_len, "context length (default: the model's)")->check(CLI::NonNegativeNumber);
   cmd->add_option("--max-waiting", o->sched.max_waiting, "queued requests before 503")->check(CLI::PositiveNumber);
   cmd->add_option("--prefill-chunk", o->sched.prefill_chunk, "prompt tokens per step")->check(CLI::PositiveNumber);
-  cmd->add_option("--kv-blocks", o->sched.kv_blocks, "KV-cache blocks of 16 tokens (default: max-num-seqs full contexts)");
-  cmd->add_option("--max-body-bytes", o->server.max_body_bytes, "largest request body accepted");
+  cmd->add_option("--kv-blocks", o->sched.kv_blocks, "KV-cache blocks of 16 tokens (default: max-num-seqs full contexts, within --kv-cache-memory)");
+  cmd->add_option("--kv-cache-memory", o->kv_cache_gib, "GiB for the KV cache (default: half the memory available)")->check(CLI::NonNegativeNumber);
+  cmd->add_option("--max-body-bytes", lim.max_body_bytes, "largest request body accepted (413 beyond)");
+  cmd->add_option("--request-timeout", lim.request_timeout_s, "seconds a request may take to arrive, from its first byte to its last")->check(CLI::PositiveNumber);
+  cmd->add_option("--keep-alive-timeout", lim.idle_timeout_s, "seconds an idle keep-alive connection stays open")->check(CLI::PositiveNumber);
+  cmd->add_option("--max-connections", lim.max_connections, "open connections before new ones get 503")->check(CLI::PositiveNumber);
+  cmd->add_option("--drain-timeout", o->server.drain_timeout_s, "on SIGTERM, seconds running requests may still finish before they are aborted")->check(CLI::NonNegativeNumber);
   cmd->callback([o] { run_serve(*o); });
 }
 

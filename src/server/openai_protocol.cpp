@@ -2,11 +2,15 @@
 
 #include <fmt/format.h>
 
+#include "io/json_config.h"
+
 namespace eaglet {
 
 using json = nlohmann::json;
 
 namespace {
+constexpr size_t kMaxStopBytes = 1024;
+
 [[noreturn]] void bad(const std::string& param, const std::string& msg) {
   throw ApiError{400, msg, "invalid_request_error", param};
 }
@@ -29,8 +33,9 @@ int64_t integer(const json& b, const char* name, int64_t lo, int64_t hi, int64_t
   const json* v = field(b, name);
   if (!v) return fallback;
   if (!v->is_number_integer()) bad(name, fmt::format("'{}' must be an integer", name));
-  const int64_t x = v->get<int64_t>();
-  if (x < lo || x > hi) bad(name, fmt::format("'{}' must be between {} and {} (got {})", name, lo, hi, x));
+  int64_t x;
+  if (!json_int64(*v, &x) || x < lo || x > hi)
+    bad(name, fmt::format("'{}' must be between {} and {} (got {})", name, lo, hi, json_brief(*v)));
   return x;
 }
 
@@ -45,9 +50,14 @@ std::string content_text(const json& c, const std::string& param) {
   if (c.is_string()) return c.get<std::string>();
   if (c.is_array()) {  // [{"type": "text", "text": ...}, ...]
     std::string s;
-    for (auto& part : c) {
-      if (!part.is_object() || part.value("type", "") != "text" || !part.contains("text") || !part["text"].is_string())
-        bad(param, "only text content parts are supported");
+    for (size_t i = 0; i < c.size(); ++i) {
+      const json& part = c[i];
+      const std::string where = fmt::format("{}[{}]", param, i);
+      if (!part.is_object() || !part.contains("type") || !part["type"].is_string())
+        bad(where, where + " must be an object with a string 'type'");
+      if (part["type"].get<std::string>() != "text")
+        bad(where, fmt::format("content part type '{}' is not supported (only 'text')", part["type"].get<std::string>()));
+      if (!part.contains("text") || !part["text"].is_string()) bad(where, where + " needs a string 'text'");
       s += part["text"].get<std::string>();
     }
     return s;
@@ -89,8 +99,10 @@ ApiRequest parse_request(const json& b, bool chat) {
       r.prompt_text = (*p)[0].get<std::string>();
     } else if (p->is_array() && !p->empty() && (*p)[0].is_number_integer()) {
       for (auto& t : *p) {
-        if (!t.is_number_integer()) bad("prompt", "a token-id prompt must contain only integers");
-        r.prompt_ids.push_back(t.get<int>());
+        int64_t id;
+        // Wider than int on purpose: 4294967296 must be refused, not wrapped to token 0.
+        if (!json_int64(t, &id)) bad("prompt", fmt::format("token ids must be integers (got {})", json_brief(t)));
+        r.prompt_ids.push_back(id);
       }
     } else {
       bad("prompt", "'prompt' must be a string, a list with one string, or a list of token ids");
@@ -123,6 +135,8 @@ ApiRequest parse_request(const json& b, bool chat) {
       bad("stop", "'stop' must be a string or a list of strings");
     }
     if (r.stop.size() > 16) bad("stop", "at most 16 stop strings");
+    for (auto& st : r.stop)  // matched after every token: keep that cheap
+      if (st.size() > kMaxStopBytes) bad("stop", fmt::format("a stop string may be at most {} bytes", kMaxStopBytes));
   }
   r.n = int(integer(b, "n", 1, 16, 1));
   r.stream = boolean(b, "stream", false);

@@ -21,7 +21,7 @@ struct ApiRequest {
   bool chat = false;
   std::string model;
   std::string prompt_text;              // completions with a text prompt
-  std::vector<int> prompt_ids;          // completions with token ids
+  std::vector<int64_t> prompt_ids;      // completions with token ids (range-checked by the caller)
   std::vector<ChatMessage> messages;    // chat
   int max_tokens = -1;                  // -1: fill the context
   SamplingParams sampling;

@@ -1,49 +1,22 @@
-#include "server/http_server.h"
+#include "server/openai_server.h"
 
-#include <httplib.h>
 #include <spdlog/spdlog.h>
 
 #include <atomic>
 #include <chrono>
-#include <condition_variable>
 #include <deque>
+#include <mutex>
 #include <random>
+#include <thread>
 
 #include "server/openai_protocol.h"
+#include "tokenizer/chat_template.h"
 
 namespace eaglet {
 
 using json = nlohmann::json;
 
 namespace {
-// Events from the n sequences of one API request, drained by the HTTP thread.
-struct Channel {
-  struct Event {
-    int index;
-    std::string text;
-    std::vector<TokenLogprob> tokens;
-    std::string finish;
-    int completion_tokens = 0;
-  };
-  std::mutex mu;
-  std::condition_variable cv;
-  std::deque<Event> events;
-  std::atomic<int> finished{0};
-  void push(Event e) {
-    std::lock_guard<std::mutex> lk(mu);
-    if (!e.finish.empty()) ++finished;
-    events.push_back(std::move(e));
-    cv.notify_all();
-  }
-  bool pop(Event* e, std::chrono::milliseconds wait) {
-    std::unique_lock<std::mutex> lk(mu);
-    if (!cv.wait_for(lk, wait, [&] { return !events.empty(); })) return false;
-    *e = std::move(events.front());
-    events.pop_front();
-    return true;
-  }
-};
-
 std::string random_id(const char* prefix) {
   static std::atomic<uint64_t> counter{0};
   static const uint64_t salt = std::random_device{}();
@@ -51,7 +24,23 @@ std::string random_id(const char* prefix) {
 }
 
 std::string to_text(const json& j) { return j.dump(-1, ' ', false, json::error_handler_t::replace); }
+
+// Output of one of a call's n sequences, as the scheduler reports it.
+struct Event {
+  int index;
+  std::string text;
+  std::vector<TokenLogprob> tokens;
+  std::string finish;  // set on the last event of a sequence
+  int completion_tokens = 0;
+};
 }  // namespace
+
+bool constant_time_equal(const std::string& given, const std::string& expected) {
+  unsigned diff = given.size() != expected.size();
+  for (size_t i = 0; i < expected.size(); ++i)
+    diff |= unsigned(static_cast<unsigned char>(i < given.size() ? given[i] : 0) ^ static_cast<unsigned char>(expected[i]));
+  return diff == 0;
+}
 
 struct OpenAiServer::Impl {
   ModelBundle& bundle;
@@ -59,282 +48,361 @@ struct OpenAiServer::Impl {
   ServingMetrics& metrics;
   ServerOptions opts;
   std::unique_ptr<ChatTemplate> chat_template;
-  httplib::Server http;
-  std::atomic<bool> stopping{false};
+  http::Server transport;
+  std::atomic<bool> draining{false};
+  std::atomic<int> active_calls{0};
+  std::once_flag shutdown_once;
 
   Impl(ModelBundle& b, Scheduler& s, ServingMetrics& m, ServerOptions o)
-      : bundle(b), scheduler(s), metrics(m), opts(std::move(o)) {
+      : bundle(b), scheduler(s), metrics(m), opts(std::move(o)),
+        transport(opts.limits, [](int status, const std::string& msg) {
+          const char* type = status == 404 ? "NotFoundError" : status < 500 ? "invalid_request_error" : "server_error";
+          return to_text(error_body(ApiError{status, msg, type, ""}));
+        }) {
     chat_template = ChatTemplate::from_tokenizer_config(bundle.tokenizer.config());
+    routes();
   }
 
-  void send_error(httplib::Response& res, const ApiError& e) {
-    res.status = e.status;
-    res.set_content(to_text(error_body(e)), "application/json");
+  static void send_error(http::Responder& out, const ApiError& e) {
+    out.send(e.status, "application/json", to_text(error_body(e)));
   }
 
-  bool authorized(const httplib::Request& req, httplib::Response& res) {
-    if (opts.api_key.empty()) return true;
-    if (req.get_header_value("Authorization") == "Bearer " + opts.api_key) return true;
-    send_error(res, ApiError{401, "Incorrect or missing API key", "authentication_error", ""});
-    return false;
+  bool authorized(const http::Request& req) const {
+    return opts.api_key.empty() || constant_time_equal(req.header("Authorization"), "Bearer " + opts.api_key);
+  }
+  static ApiError unauthorized() { return ApiError{401, "Incorrect or missing API key", "authentication_error", ""}; }
+
+  // JSON with a nesting limit checked while parsing: a 4 MB body of '[' allocated ~140 MB.
+  json parse_body(const std::string& body) const {
+    const int max_depth = opts.max_json_depth;
+    try {
+      return json::parse(body, [max_depth](int depth, json::parse_event_t, json&) {
+        if (depth > max_depth)
+          throw ApiError{400, fmt::format("request body nests deeper than {} levels", max_depth), "invalid_request_error", ""};
+        return true;
+      });
+    } catch (const json::exception& e) {
+      throw ApiError{400, std::string("invalid JSON body: ") + e.what(), "invalid_request_error", ""};
+    }
   }
 
-  std::vector<int> tokenize(const ApiRequest& r) {
+  // Token ids of the prompt, refused before tokenizing when the text cannot fit the context.
+  std::vector<int> tokenize(const ApiRequest& r, int max_len) const {
     const int V = bundle.model->config().vocab;
-    std::vector<int> ids;
+    const char* param = r.chat ? "messages" : "prompt";
+    auto too_long = [&](const std::string& n) {
+      return ApiError{400, fmt::format("This model's maximum context length is {} tokens. However, your request has {} input tokens.",
+                                       max_len, n), "invalid_request_error", param};
+    };
+    std::string text = r.prompt_text;
     if (r.chat) {
       if (!chat_template)
         throw ApiError{400, "this model's tokenizer_config.json has no chat_template; use /v1/completions", "invalid_request_error", "messages"};
-      std::string text;
       try {
         text = chat_template->render(r.messages, true, bundle.tokenizer);
       } catch (const std::exception& e) {
         throw ApiError{400, std::string("chat template failed: ") + e.what(), "invalid_request_error", "messages"};
       }
-      ids = bundle.tokenizer.encode(text, 0, true);
-    } else if (!r.prompt_ids.empty()) {
-      ids = r.prompt_ids;
-      for (int t : ids)
-        if (t < 0 || t >= V) throw ApiError{400, fmt::format("token id {} is outside the vocabulary [0, {})", t, V), "invalid_request_error", "prompt"};
-    } else {
-      ids = bundle.tokenizer.encode(r.prompt_text);
     }
-    if (ids.empty()) throw ApiError{400, "the prompt is empty", "invalid_request_error", r.chat ? "messages" : "prompt"};
+    std::vector<int> ids;
+    if (!r.chat && !r.prompt_ids.empty()) {
+      if (r.prompt_ids.size() >= size_t(max_len)) throw too_long(std::to_string(r.prompt_ids.size()));
+      for (int64_t t : r.prompt_ids)
+        if (t < 0 || t >= V) throw ApiError{400, fmt::format("token id {} is outside the vocabulary [0, {})", t, V), "invalid_request_error", "prompt"};
+      ids.assign(r.prompt_ids.begin(), r.prompt_ids.end());
+    } else {
+      if (const size_t least = bundle.tokenizer.min_tokens(text.size()); least >= size_t(max_len))
+        throw too_long(fmt::format("at least {}", least));
+      ids = bundle.tokenizer.encode(text, r.chat ? 0 : -1, true, size_t(max_len));
+      if (ids.size() >= size_t(max_len)) throw too_long(fmt::format("at least {}", ids.size()));
+      for (int t : ids)  // the tokenizer can only produce ids the model has (checked at load)
+        if (t < 0 || t >= V) throw ApiError{500, fmt::format("the tokenizer produced id {} outside the vocabulary", t), "server_error", ""};
+    }
+    if (ids.empty()) throw ApiError{400, "the prompt is empty", "invalid_request_error", param};
     return ids;
   }
 
-  std::vector<std::string> token_texts(const std::vector<TokenLogprob>& toks) {
-    std::vector<std::string> out;
-    for (auto& t : toks) out.push_back(bundle.tokenizer.token_bytes(t.token));
-    return out;
+  void generate(const http::Request& hreq, const std::shared_ptr<http::Responder>& out, bool chat);
+  void routes();
+};
+
+namespace {
+
+// One API request in flight: its n sequences in the scheduler and its HTTP response. The
+// scheduler's callbacks hold it (so it lives while a sequence does); it holds the sequences only
+// weakly, and the disconnect hook holds it weakly, so nothing forms a cycle.
+class ApiCall : public std::enable_shared_from_this<ApiCall> {
+ public:
+  ApiCall(OpenAiServer::Impl& s, ApiRequest r, int prompt_tokens, std::shared_ptr<http::Responder> out)
+      : srv_(s), r_(std::move(r)), prompt_tokens_(prompt_tokens), out_(std::move(out)),
+        id_(random_id(r_.chat ? "chatcmpl" : "cmpl")), created_(int64_t(std::time(nullptr))),
+        acc_(size_t(r_.n)), offsets_(size_t(r_.n), 0) {
+    ++srv_.active_calls;
+  }
+  ~ApiCall() { --srv_.active_calls; }
+
+  // Queues the n sequences; throws ApiError 503 when the scheduler's queue is full.
+  void start(const std::vector<int>& prompt, int max_tokens) {
+    const uint64_t base_seed = r_.seed_given ? r_.sampling.seed : std::random_device{}() ^ (uint64_t(std::random_device{}()) << 32);
+    std::vector<std::shared_ptr<Request>> reqs;
+    for (int i = 0; i < r_.n; ++i) {
+      auto q = std::make_shared<Request>();
+      q->prompt = prompt;
+      q->sampling = r_.sampling;
+      q->sampling.seed = base_seed + uint64_t(i);
+      q->stop.max_tokens = max_tokens;
+      q->stop.stop_tokens = srv_.bundle.eos_ids;
+      q->stop.stop_strings = r_.stop;
+      q->stop.ignore_eos = r_.ignore_eos;
+      q->top_logprobs = r_.logprobs;
+      auto self = shared_from_this();
+      q->on_output = [self, i](const std::string& text, const std::vector<TokenLogprob>& toks) { self->push({i, text, toks, "", 0}); };
+      q->on_finish = [self, i](const std::string& reason, int n) { self->push({i, "", {}, reason, n}); };
+      reqs.push_back(q);
+      reqs_.push_back(q);
+    }
+    for (auto& q : reqs)
+      if (!srv_.scheduler.submit(q)) {
+        {
+          std::lock_guard<std::mutex> lk(mu_);
+          failed_ = true;  // the sequences already queued finish as "abort" and are ignored
+        }
+        cancel();
+        throw ApiError{503, "the server is at capacity (waiting queue full); retry later", "server_error", ""};
+      }
+    if (r_.stream) {
+      out_->begin_stream("text/event-stream");
+      if (r_.chat) {  // the first chunk names the role, as OpenAI's does
+        json choices = json::array();
+        for (int i = 0; i < r_.n; ++i)
+          choices.push_back({{"index", i}, {"delta", {{"role", "assistant"}, {"content", ""}}}, {"logprobs", nullptr},
+                             {"finish_reason", nullptr}});
+        out_->write(sse(chunk(choices)));
+      }
+    }
+    std::weak_ptr<ApiCall> weak = shared_from_this();
+    out_->on_disconnect([weak] {
+      if (auto self = weak.lock()) self->cancel();
+    });
+    // Events may already be waiting: the scheduler can run before this thread gets here, and its
+    // chunks must not reach the connection before the stream's header.
+    std::lock_guard<std::mutex> lk(mu_);
+    started_ = true;
+    post_drain();
   }
 
-  ChoiceDelta delta_of(const Channel::Event& e) {
+ private:
+  // Scheduler thread: keep the event and have the connection's thread format it.
+  void push(Event e) {
+    std::lock_guard<std::mutex> lk(mu_);
+    if (failed_) return;
+    events_.push_back(std::move(e));
+    post_drain();
+  }
+
+  void post_drain() {  // with mu_ held
+    if (!started_ || drain_posted_ || events_.empty()) return;
+    drain_posted_ = true;
+    out_->post([self = shared_from_this()] { self->drain(); });
+  }
+
+  void cancel() {
+    for (auto& w : reqs_)
+      if (auto q = w.lock()) q->cancelled = true;
+  }
+
+  void drain() {
+    std::deque<Event> events;
+    {
+      std::lock_guard<std::mutex> lk(mu_);
+      events.swap(events_);
+      drain_posted_ = false;
+    }
+    for (auto& e : events) {
+      if (!e.finish.empty()) {
+        ++finished_;
+        completion_ += e.completion_tokens;
+      }
+      r_.stream ? stream(e) : collect(e);
+    }
+    if (finished_ == r_.n && !done_) finish();
+  }
+
+  ChoiceDelta delta_of(const Event& e) const {
     ChoiceDelta d;
     d.index = e.index;
     d.text = e.text;
-    d.finish_reason = e.finish == "abort" ? "abort" : e.finish;
+    d.finish_reason = e.finish;
     for (auto& t : e.tokens) {
       d.tokens.push_back(t.token);
       d.logprobs.push_back(t.logprob);
       std::vector<std::pair<std::string, float>> top;
-      for (auto& [id, lp] : t.top) top.emplace_back(bundle.tokenizer.token_bytes(id), lp);
+      for (auto& [id, lp] : t.top) top.emplace_back(srv_.bundle.tokenizer.token_bytes(id), lp);
       d.top.push_back(top);
     }
     return d;
   }
 
-  void handle(const httplib::Request& hreq, httplib::Response& res, bool chat) {
-    if (!authorized(hreq, res)) return;
-    try {
-      json body;
-      try {
-        body = json::parse(hreq.body);
-      } catch (const json::exception& e) {
-        throw ApiError{400, std::string("invalid JSON body: ") + e.what(), "invalid_request_error", ""};
-      }
-      ApiRequest r = parse_request(body, chat);
-      if (!r.model.empty() && r.model != opts.served_model_name)
-        throw ApiError{404, fmt::format("The model `{}` does not exist.", r.model), "NotFoundError", "model"};
-      std::vector<int> prompt = tokenize(r);
-      const int max_len = scheduler.options().max_model_len;
-      const int P = int(prompt.size());
-      if (P >= max_len)
-        throw ApiError{400, fmt::format("This model's maximum context length is {} tokens. However, your request has {} input tokens.", max_len, P),
-                       "invalid_request_error", chat ? "messages" : "prompt"};
-      int max_tokens = r.max_tokens < 0 ? max_len - P : r.max_tokens;
-      if (P + max_tokens > max_len)
-        throw ApiError{400, fmt::format("This model's maximum context length is {} tokens. However, you requested {} tokens "
-                                        "({} in the input, {} in the completion).", max_len, P + max_tokens, P, max_tokens),
-                       "invalid_request_error", chat ? "max_completion_tokens" : "max_tokens"};
-      run(r, prompt, max_tokens, res);
-    } catch (const ApiError& e) {
-      send_error(res, e);
-    } catch (const std::exception& e) {
-      send_error(res, ApiError{500, e.what(), "server_error", ""});
-    }
+  std::vector<std::string> token_texts(const std::vector<int>& tokens) const {
+    std::vector<std::string> out;
+    for (int t : tokens) out.push_back(srv_.bundle.tokenizer.token_bytes(t));
+    return out;
   }
 
-  void run(const ApiRequest& r, const std::vector<int>& prompt, int max_tokens, httplib::Response& res) {
-    auto channel = std::make_shared<Channel>();
-    std::vector<std::shared_ptr<Request>> reqs;
-    const uint64_t base_seed = r.seed_given ? r.sampling.seed : std::random_device{}() ^ (uint64_t(std::random_device{}()) << 32);
-    for (int i = 0; i < r.n; ++i) {
-      auto q = std::make_shared<Request>();
-      q->prompt = prompt;
-      q->sampling = r.sampling;
-      q->sampling.seed = base_seed + uint64_t(i);
-      q->stop.max_tokens = max_tokens;
-      q->stop.stop_tokens = bundle.eos_ids;
-      q->stop.stop_strings = r.stop;
-      q->stop.ignore_eos = r.ignore_eos;
-      q->top_logprobs = r.logprobs;
-      q->on_output = [channel, i](const std::string& text, const std::vector<TokenLogprob>& toks) {
-        channel->push({i, text, toks, "", 0});
-      };
-      q->on_finish = [channel, i](const std::string& reason, int n) { channel->push({i, "", {}, reason, n}); };
-      reqs.push_back(q);
+  json chunk(json choices) const {
+    return {{"id", id_}, {"object", r_.chat ? "chat.completion.chunk" : "text_completion"}, {"created", created_},
+            {"model", srv_.opts.served_model_name}, {"choices", std::move(choices)}};
+  }
+  static std::string sse(const json& j) { return "data: " + to_text(j) + "\n\n"; }
+
+  void stream(const Event& e) {
+    const ChoiceDelta d = delta_of(e);
+    json lp;
+    if (r_.logprobs >= 0 && !d.tokens.empty()) {
+      const auto tt = token_texts(d.tokens);
+      lp = r_.chat ? chat_logprobs_json(d, tt) : completion_logprobs_json(d, tt, offsets_[size_t(e.index)]);
     }
-    for (auto& q : reqs)
-      if (!scheduler.submit(q)) {
-        for (auto& other : reqs) other->cancelled = true;
-        throw ApiError{503, "the server is at capacity (waiting queue full); retry later", "server_error", ""};
+    offsets_[size_t(e.index)] += d.text.size();
+    json choice = {{"index", e.index}, {"logprobs", lp}, {"finish_reason", e.finish.empty() ? json() : json(e.finish)}};
+    if (r_.chat) choice["delta"] = e.finish.empty() ? json{{"content", d.text}} : json::object();
+    else choice["text"] = d.text;
+    json c = chunk(json::array({choice}));
+    if (r_.include_usage) c["usage"] = nullptr;
+    out_->write(sse(c));
+  }
+
+  void collect(const Event& e) {
+    auto& acc = acc_[size_t(e.index)];
+    const ChoiceDelta d = delta_of(e);
+    acc.text += d.text;
+    acc.tokens.insert(acc.tokens.end(), d.tokens.begin(), d.tokens.end());
+    acc.logprobs.insert(acc.logprobs.end(), d.logprobs.begin(), d.logprobs.end());
+    acc.top.insert(acc.top.end(), d.top.begin(), d.top.end());
+    if (!e.finish.empty()) acc.finish_reason = e.finish;
+  }
+
+  void finish() {
+    done_ = true;
+    if (r_.stream) {
+      if (r_.include_usage) {
+        json c = chunk(json::array());
+        c["usage"] = usage_json(prompt_tokens_, completion_);
+        out_->write(sse(c));
       }
-    const std::string id = random_id(r.chat ? "chatcmpl" : "cmpl");
-    const int64_t created = int64_t(std::time(nullptr));
-    const int P = int(prompt.size());
-    if (!r.stream) {
-      std::vector<std::string> texts(size_t(r.n)), finish(size_t(r.n));
-      std::vector<ChoiceDelta> all(size_t(r.n));
-      int completion = 0;
-      Channel::Event e;
-      while (channel->finished < r.n || !channel->events.empty()) {
-        if (!channel->pop(&e, std::chrono::milliseconds(200))) continue;
-        auto& acc = all[size_t(e.index)];
-        ChoiceDelta d = delta_of(e);
-        acc.text += d.text;
-        acc.tokens.insert(acc.tokens.end(), d.tokens.begin(), d.tokens.end());
-        acc.logprobs.insert(acc.logprobs.end(), d.logprobs.begin(), d.logprobs.end());
-        acc.top.insert(acc.top.end(), d.top.begin(), d.top.end());
-        if (!e.finish.empty()) {
-          acc.finish_reason = d.finish_reason;
-          completion += e.completion_tokens;
-        }
-      }
-      json choices = json::array();
-      for (int i = 0; i < r.n; ++i) {
-        auto& c = all[size_t(i)];
-        std::vector<std::string> tt;
-        for (int t : c.tokens) tt.push_back(bundle.tokenizer.token_bytes(t));
-        json lp = r.logprobs < 0 ? json() : (r.chat ? chat_logprobs_json(c, tt) : completion_logprobs_json(c, tt, 0));
-        if (r.chat)
-          choices.push_back({{"index", i}, {"message", {{"role", "assistant"}, {"content", c.text}}}, {"logprobs", lp},
-                             {"finish_reason", c.finish_reason}});
-        else
-          choices.push_back({{"index", i}, {"text", c.text}, {"logprobs", lp}, {"finish_reason", c.finish_reason}});
-      }
-      json out = {{"id", id}, {"object", r.chat ? "chat.completion" : "text_completion"}, {"created", created},
-                  {"model", opts.served_model_name}, {"choices", choices}, {"usage", usage_json(P, completion)}};
-      res.set_content(to_text(out), "application/json");
+      out_->write("data: [DONE]\n\n");
+      out_->end();
       return;
     }
-    auto state = std::make_shared<std::vector<size_t>>(size_t(r.n), 0);  // text offsets per choice
-    auto completion = std::make_shared<int>(0);
-    auto sent_role = std::make_shared<bool>(false);
-    res.set_header("Cache-Control", "no-cache");
-    res.set_chunked_content_provider(
-        "text/event-stream",
-        [this, r, reqs, channel, id, created, P, state, completion, sent_role](size_t, httplib::DataSink& sink) {
-          auto send = [&](const json& j) {
-            const std::string line = "data: " + to_text(j) + "\n\n";
-            return sink.write(line.data(), line.size());
-          };
-          auto cancel_all = [&] {
-            for (auto& q : reqs) q->cancelled = true;
-          };
-          const std::string object = r.chat ? "chat.completion.chunk" : "text_completion";
-          if (r.chat && !*sent_role) {
-            *sent_role = true;
-            json choices = json::array();
-            for (int i = 0; i < r.n; ++i)
-              choices.push_back({{"index", i}, {"delta", {{"role", "assistant"}, {"content", ""}}}, {"logprobs", nullptr},
-                                 {"finish_reason", nullptr}});
-            if (!send({{"id", id}, {"object", object}, {"created", created}, {"model", opts.served_model_name}, {"choices", choices}})) {
-              cancel_all();
-              return false;
-            }
-          }
-          Channel::Event e;
-          if (!channel->pop(&e, std::chrono::milliseconds(100))) {
-            if (stopping) cancel_all();
-            if (!sink.is_writable()) {
-              cancel_all();
-              return false;
-            }
-            return true;
-          }
-          ChoiceDelta d = delta_of(e);
-          json lp;
-          if (r.logprobs >= 0 && !d.tokens.empty()) {
-            auto tt = token_texts(e.tokens);
-            lp = r.chat ? chat_logprobs_json(d, tt) : completion_logprobs_json(d, tt, (*state)[size_t(e.index)]);
-          }
-          (*state)[size_t(e.index)] += d.text.size();
-          json choice = {{"index", e.index}, {"logprobs", lp}, {"finish_reason", e.finish.empty() ? json() : json(d.finish_reason)}};
-          if (r.chat) choice["delta"] = e.finish.empty() ? json{{"content", d.text}} : json::object();
-          else choice["text"] = d.text;
-          if (!e.finish.empty()) *completion += e.completion_tokens;
-          json chunk = {{"id", id}, {"object", object}, {"created", created}, {"model", opts.served_model_name},
-                        {"choices", json::array({choice})}};
-          if (r.include_usage) chunk["usage"] = nullptr;
-          if (!send(chunk)) {
-            cancel_all();
-            return false;
-          }
-          if (channel->finished == r.n && channel->events.empty()) {
-            if (r.include_usage)
-              send({{"id", id}, {"object", object}, {"created", created}, {"model", opts.served_model_name},
-                    {"choices", json::array()}, {"usage", usage_json(P, *completion)}});
-            const std::string done = "data: [DONE]\n\n";
-            sink.write(done.data(), done.size());
-            sink.done();
-          }
-          return true;
-        },
-        [reqs](bool success) {
-          if (!success)
-            for (auto& q : reqs) q->cancelled = true;  // client went away mid-stream
-        });
+    json choices = json::array();
+    for (int i = 0; i < r_.n; ++i) {
+      auto& c = acc_[size_t(i)];
+      const auto tt = token_texts(c.tokens);
+      const json lp = r_.logprobs < 0 ? json() : (r_.chat ? chat_logprobs_json(c, tt) : completion_logprobs_json(c, tt, 0));
+      if (r_.chat)
+        choices.push_back({{"index", i}, {"message", {{"role", "assistant"}, {"content", c.text}}}, {"logprobs", lp},
+                           {"finish_reason", c.finish_reason}});
+      else
+        choices.push_back({{"index", i}, {"text", c.text}, {"logprobs", lp}, {"finish_reason", c.finish_reason}});
+    }
+    const json out = {{"id", id_}, {"object", r_.chat ? "chat.completion" : "text_completion"}, {"created", created_},
+                      {"model", srv_.opts.served_model_name}, {"choices", choices}, {"usage", usage_json(prompt_tokens_, completion_)}};
+    out_->send(200, "application/json", to_text(out));
   }
 
-  void routes() {
-    http.set_payload_max_length(opts.max_body_bytes);
-    http.Post("/v1/completions", [this](const httplib::Request& q, httplib::Response& s) { handle(q, s, false); });
-    http.Post("/v1/chat/completions", [this](const httplib::Request& q, httplib::Response& s) { handle(q, s, true); });
-    http.Get("/v1/models", [this](const httplib::Request& q, httplib::Response& s) {
-      if (!authorized(q, s)) return;
-      json m = {{"id", opts.served_model_name}, {"object", "model"}, {"created", int64_t(std::time(nullptr))},
-                {"owned_by", "eaglet"}, {"root", bundle.model->config().dir}, {"max_model_len", scheduler.options().max_model_len}};
-      s.set_content(to_text({{"object", "list"}, {"data", json::array({m})}}), "application/json");
-    });
-    http.Get("/health", [](const httplib::Request&, httplib::Response& s) { s.status = 200; });
-    http.Get("/metrics", [this](const httplib::Request&, httplib::Response& s) {
-      s.set_content(metrics.render(opts.served_model_name), "text/plain; version=0.0.4");
-    });
-    http.set_error_handler([this](const httplib::Request&, httplib::Response& s) {
-      if (!s.body.empty()) return;
-      const char* type = s.status == 404 ? "NotFoundError" : s.status == 413 ? "invalid_request_error" : "server_error";
-      const std::string msg = s.status == 404 ? "route not found" : s.status == 413 ? "request body too large" : "error";
-      send_error(s, ApiError{s.status, msg, type, ""});
-    });
-    http.set_exception_handler([this](const httplib::Request&, httplib::Response& s, std::exception_ptr) {
-      send_error(s, ApiError{500, "internal error", "server_error", ""});
-    });
-  }
+  OpenAiServer::Impl& srv_;
+  const ApiRequest r_;
+  const int prompt_tokens_;
+  const std::shared_ptr<http::Responder> out_;
+  const std::string id_;
+  const int64_t created_;
+  std::vector<std::weak_ptr<Request>> reqs_;
+  std::mutex mu_;  // guards events_, started_, drain_posted_, failed_ (the scheduler thread pushes)
+  std::deque<Event> events_;
+  bool started_ = false, drain_posted_ = false, failed_ = false;
+  // Only on the connection's thread:
+  int finished_ = 0, completion_ = 0;
+  bool done_ = false;
+  std::vector<ChoiceDelta> acc_;   // non-streaming: each choice so far
+  std::vector<size_t> offsets_;    // streaming: text offset of each choice (completion logprobs)
 };
 
-OpenAiServer::OpenAiServer(ModelBundle& bundle, Scheduler& scheduler, ServingMetrics& metrics, ServerOptions opts)
-    : impl_(std::make_unique<Impl>(bundle, scheduler, metrics, std::move(opts))) {
-  impl_->routes();
-}
+}  // namespace
 
-OpenAiServer::~OpenAiServer() { stop(); }
-
-bool OpenAiServer::listen() {
-  if (impl_->opts.port == 0) {
-    bound_port_ = impl_->http.bind_to_any_port(impl_->opts.host);
-    if (bound_port_ <= 0) return false;
-  } else {
-    if (!impl_->http.bind_to_port(impl_->opts.host, impl_->opts.port)) return false;
-    bound_port_ = impl_->opts.port;
+void OpenAiServer::Impl::generate(const http::Request& hreq, const std::shared_ptr<http::Responder>& out, bool chat) {
+  try {
+    if (!authorized(hreq)) throw unauthorized();
+    if (draining) throw ApiError{503, "the server is shutting down", "server_error", ""};
+    ApiRequest r = parse_request(parse_body(hreq.body), chat);
+    if (!r.model.empty() && r.model != opts.served_model_name)
+      throw ApiError{404, fmt::format("The model `{}` does not exist.", r.model), "NotFoundError", "model"};
+    const int max_len = scheduler.options().max_model_len;
+    const std::vector<int> prompt = tokenize(r, max_len);
+    const int P = int(prompt.size());
+    const int max_tokens = r.max_tokens < 0 ? max_len - P : r.max_tokens;
+    if (int64_t(P) + max_tokens > max_len)
+      throw ApiError{400, fmt::format("This model's maximum context length is {} tokens. However, you requested {} tokens "
+                                      "({} in the input, {} in the completion).", max_len, int64_t(P) + max_tokens, P, max_tokens),
+                     "invalid_request_error", chat ? "max_completion_tokens" : "max_tokens"};
+    auto call = std::make_shared<ApiCall>(*this, std::move(r), P, out);
+    call->start(prompt, max_tokens);
+  } catch (const ApiError& e) {
+    send_error(*out, e);
+  } catch (const std::exception& e) {
+    spdlog::error("request failed: {}", e.what());
+    send_error(*out, ApiError{500, e.what(), "server_error", ""});
   }
-  spdlog::info("serving {} on http://{}:{}", impl_->opts.served_model_name, impl_->opts.host, bound_port_);
-  return impl_->http.listen_after_bind();
 }
 
-void OpenAiServer::stop() {
-  impl_->stopping = true;
-  impl_->http.stop();
+void OpenAiServer::Impl::routes() {
+  transport.route("POST", "/v1/completions", [this](const http::Request& q, std::shared_ptr<http::Responder> s) { generate(q, s, false); });
+  transport.route("POST", "/v1/chat/completions", [this](const http::Request& q, std::shared_ptr<http::Responder> s) { generate(q, s, true); });
+  transport.route("GET", "/v1/models", [this](const http::Request& q, std::shared_ptr<http::Responder> s) {
+    if (!authorized(q)) return send_error(*s, unauthorized());
+    json m = {{"id", opts.served_model_name}, {"object", "model"}, {"created", int64_t(std::time(nullptr))},
+              {"owned_by", "eaglet"}, {"root", opts.served_model_name}, {"max_model_len", scheduler.options().max_model_len}};
+    s->send(200, "application/json", to_text({{"object", "list"}, {"data", json::array({m})}}));
+  });
+  transport.route("GET", "/health", [this](const http::Request&, std::shared_ptr<http::Responder> s) {
+    s->send(draining ? 503 : 200, "application/json", "{}");
+  });
+  transport.route("GET", "/metrics", [this](const http::Request& q, std::shared_ptr<http::Responder> s) {
+    if (!opts.metrics_public && !authorized(q)) return send_error(*s, unauthorized());
+    s->send(200, "text/plain; version=0.0.4", metrics.render(opts.served_model_name));
+  });
+}
+
+OpenAiServer::OpenAiServer(ModelBundle& bundle, Scheduler& scheduler, ServingMetrics& metrics, ServerOptions opts)
+    : impl_(std::make_unique<Impl>(bundle, scheduler, metrics, std::move(opts))) {}
+
+OpenAiServer::~OpenAiServer() { shutdown(); }
+
+int OpenAiServer::bind() {
+  const int port = impl_->transport.bind(impl_->opts.host, impl_->opts.port);
+  spdlog::info("serving {} on http://{}:{}", impl_->opts.served_model_name, impl_->opts.host, port);
+  return port;
+}
+
+void OpenAiServer::run() { impl_->transport.run(); }
+
+void OpenAiServer::shutdown() {
+  std::call_once(impl_->shutdown_once, [this] {
+    Impl& s = *impl_;
+    using clock = std::chrono::steady_clock;
+    auto wait_until = [](const std::function<bool()>& done, double seconds) {
+      const auto end = clock::now() + std::chrono::duration_cast<clock::duration>(std::chrono::duration<double>(seconds));
+      while (!done() && clock::now() < end) std::this_thread::sleep_for(std::chrono::milliseconds(10));
+      return done();
+    };
+    s.draining = true;
+    s.transport.stop_accepting();
+    if (s.active_calls > 0) spdlog::info("shutting down: waiting up to {} s for {} running requests", s.opts.drain_timeout_s, int(s.active_calls));
+    if (!wait_until([&] { return s.active_calls == 0; }, s.opts.drain_timeout_s))
+      spdlog::info("shutting down: aborting {} requests", int(s.active_calls));
+    s.scheduler.shutdown();  // what is left ends with finish_reason "abort"
+    // Let the connection thread write those last chunks and [DONE] before it stops.
+    wait_until([&] { return s.active_calls == 0 && s.transport.busy_connections() == 0; }, 5.0);
+    s.transport.stop();
+  });
 }
 
 }  // namespace eaglet

@@ -1,6 +1,9 @@
-// `eaglet serve`'s HTTP front: the OpenAI routes (/v1/completions, /v1/chat/completions,
-// /v1/models), /health and /metrics, on cpp-httplib. It validates and tokenizes requests, hands
-// them to the scheduler, and streams tokens back (SSE) or answers when they finish.
+// `eaglet serve`'s OpenAI routes (/v1/completions, /v1/chat/completions, /v1/models), /health and
+// /metrics over the HTTP layer (server/http_transport.h). A request is checked before any work
+// (body size, JSON nesting, a lower bound on its prompt length), tokenized, handed to the
+// scheduler, and answered from the scheduler's events: streamed as SSE chunks or collected into
+// one response. A client that goes away cancels its sequences, streaming or not; shutdown drains
+// for a bounded time and ends every remaining stream with an "abort" chunk and [DONE].
 #pragma once
 #include <memory>
 #include <string>
@@ -8,31 +11,40 @@
 #include "engine/model_bundle.h"
 #include "runtime/scheduler.h"
 #include "runtime/serving_metrics.h"
-#include "tokenizer/chat_template.h"
+#include "server/http_transport.h"
 
 namespace eaglet {
 
 struct ServerOptions {
   std::string host = "127.0.0.1";
   int port = 8000;
-  std::string api_key;
+  std::string api_key;          // required as "Authorization: Bearer KEY" when set
+  bool metrics_public = false;  // /metrics without the key
   std::string served_model_name;
-  size_t max_body_bytes = 4 << 20;
+  http::Limits limits;          // body and header size, deadlines, connections
+  int max_json_depth = 64;      // nesting of the request body
+  double drain_timeout_s = 10;  // on shutdown, how long running requests may still finish
 };
 
 class OpenAiServer {
  public:
   OpenAiServer(ModelBundle& bundle, Scheduler& scheduler, ServingMetrics& metrics, ServerOptions opts);
   ~OpenAiServer();
-  // Binds and serves until stop(); returns false when the address cannot be bound.
-  bool listen();
-  void stop();
-  int bound_port() const { return bound_port_; }
+  // Binds and returns the port (throws eaglet::Error when the address cannot be bound).
+  int bind();
+  // Serves until shutdown() has finished.
+  void run();
+  // New requests get 503; running ones get drain_timeout_s to finish, then are aborted (their
+  // streams end with finish_reason "abort" and [DONE]); then run() returns. Thread-safe.
+  void shutdown();
+
+  struct Impl;  // public only so the request objects in the .cpp can name it
 
  private:
-  struct Impl;
   std::unique_ptr<Impl> impl_;
-  int bound_port_ = 0;
 };
+
+// Equal strings in time that depends only on `expected`'s length (API key checks).
+bool constant_time_equal(const std::string& given, const std::string& expected);
 
 }  // namespace eaglet

@@ -41,7 +41,7 @@ int ServerProcess::terminate() {
   if (pid_ <= 0) return -1;
   ::kill(pid_, SIGTERM);
   int status = 0;
-  for (int i = 0; i < 200; ++i) {
+  for (int i = 0; i < 1200; ++i) {  // sanitizer builds and the drain take their time
     if (::waitpid(pid_, &status, WNOHANG) == pid_) {
       pid_ = -1;
       return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
@@ -51,7 +51,7 @@ int ServerProcess::terminate() {
   ::kill(pid_, SIGKILL);
   ::waitpid(pid_, &status, 0);
   pid_ = -1;
-  return -2;  // did not stop within 10 s
+  return -2;  // did not stop within 60 s
 }
 
 ServerProcess::~ServerProcess() {

@@ -10,9 +10,10 @@ class ServerProcess {
   explicit ServerProcess(const std::string& args);
   ~ServerProcess();
   int port() const { return port_; }
+  int pid() const { return pid_; }
   std::string url() const { return "http://127.0.0.1:" + std::to_string(port_); }
   bool ready() const { return ready_; }
-  // SIGTERM and wait; returns the exit status.
+  // SIGTERM and wait (up to 60 s); returns the exit status.
   int terminate();
   const std::string& log_path() const { return log_; }
 
