@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Installs everything eaglet needs to build, test and benchmark on Debian 12. Idempotent.
 set -euo pipefail
+# clang, its sanitizer/libFuzzer runtimes and llvm-symbolizer serve scripts/sanitize.sh and fuzz.sh.
 PKGS=(
   build-essential cmake ninja-build ccache pkg-config
   libgtest-dev libgmock-dev libbenchmark-dev
@@ -8,6 +9,7 @@ PKGS=(
   libpcre2-dev zlib1g-dev libicu-dev
   libtorch-dev libgloo-dev libyaml-cpp-dev libzmq3-dev cppzmq-dev libopenblas0-pthread
   libcpp-httplib-dev libboost-dev curl
+  clang libclang-rt-14-dev llvm
   python3-numpy python3-jinja2
 )
 # Node.js runs the OpenAI SDK test client; keep an existing installation (e.g. nodesource's).

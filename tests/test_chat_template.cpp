@@ -116,5 +116,47 @@ TEST(ChatTemplate, SyntaxErrorsAreClear) {
   EXPECT_THROW(ChatTemplate("{{ raise_exception('bad role') }}").render(nlohmann::json::object()), Error);
 }
 
+// Any template renders in bounded time and memory or fails with a clear error (templates come
+// with model files; the fuzz harness found the first of these as a stack overflow).
+TEST(ChatTemplate, HostileTemplatesFailCleanly) {
+  auto error_of = [](const std::string& src) -> std::string {
+    try {
+      ChatTemplate(src).render(nlohmann::json{{"messages", nlohmann::json::array({{{"role", "user"}, {"content", "hi"}}})}});
+    } catch (const Error& e) {
+      return e.what();
+    }
+    return "<no error>";
+  };
+  // A namespace holding itself: a reference cycle that printing followed until the stack ran out.
+  EXPECT_NE(error_of("{% set ns = namespace(n=0) %}{% set ns.n = ns %}{{ ns.n }}").find("itself"), std::string::npos);
+  EXPECT_NE(error_of("{% set ns = namespace(n=0) %}{% set ns.n = [1, [ns]] %}").find("itself"), std::string::npos);
+  EXPECT_EQ(error_of("{% set ns = namespace(n=0) %}{% set ns.n = ns.n + 1 %}{{ ns.n }}"), "<no error>");
+  // Sizes and work.
+  EXPECT_NE(error_of("{% for i in range(1000000000000) %}{% endfor %}").find("limit"), std::string::npos);
+  EXPECT_NE(error_of("{{ 'ab' * 100000000 }}").find("limit"), std::string::npos);
+  EXPECT_NE(error_of("{% set ns = namespace(s='x') %}{% for i in range(40) %}{% set ns.s = ns.s ~ ns.s %}{% endfor %}")
+                .find("limit"), std::string::npos);
+  EXPECT_NE(error_of("{% for i in range(1000) %}{% for j in range(1000) %}{% for k in range(100) %}{% endfor %}"
+                     "{% endfor %}{% endfor %}").find("steps"), std::string::npos);
+  // A slice with huge bounds walks the string, not the bounds (it looped ~1e19 times).
+  EXPECT_EQ(ChatTemplate("{{ 'abc'[-9000000000000000000:9000000000000000000:3] }}").render(nlohmann::json::object()), "a");
+  // Integer overflow is an error, not undefined behaviour (nor an uncaught std::out_of_range).
+  EXPECT_NE(error_of("{{ 99999999999999999999 }}").find("out of range"), std::string::npos);
+  EXPECT_NE(error_of("{{ 1" + std::string(400, '0') + ".5 }}").find("out of range"), std::string::npos);
+  EXPECT_NE(error_of("{{ 9223372036854775807 + 1 }}").find("overflow"), std::string::npos);
+  EXPECT_NE(error_of("{{ -9223372036854775807 - 2 }}").find("overflow"), std::string::npos);
+  EXPECT_NE(error_of("{{ (100000000000.0 * 100000000000.0 * 100000000000.0) | int }}").find("integer"), std::string::npos);
+  EXPECT_EQ(ChatTemplate("{{ 'abcdef'[1:9223372036854775807:9223372036854775807] }}").render(nlohmann::json::object()), "b");
+  // Nesting deep enough to overflow the stack while parsing or rendering.
+  EXPECT_NE(error_of("{{ " + std::string(2000, '(') + "1" + std::string(2000, ')') + " }}").find("nesting"), std::string::npos);
+  EXPECT_NE(error_of("{{ " + std::string(2000, '-') + "1 }}").find("nesting"), std::string::npos);
+  std::string blocks;
+  for (int i = 0; i < 2000; ++i) blocks += "{% if true %}";
+  EXPECT_NE(error_of(blocks).find("nesting"), std::string::npos);
+  std::string sum = "{{ 1";
+  for (int i = 0; i < 20000; ++i) sum += " + 1";
+  EXPECT_NE(error_of(sum + " }}").find("tokens"), std::string::npos);
+}
+
 }  // namespace
 }  // namespace eaglet

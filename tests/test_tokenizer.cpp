@@ -6,6 +6,7 @@
 #include <nlohmann/json.hpp>
 #include <sstream>
 
+#include "core/error.h"
 #include "io/mapped_file.h"
 #include "tokenizer/tokenizer.h"
 #include "support/test_util.h"
@@ -187,6 +188,28 @@ TEST(Tokenizer, StreamingNeverSplitsCharacters) {
   EXPECT_EQ(joined, text);
   EXPECT_EQ(utf8_complete_prefix("ab\xF0\x9F"), 2u);
   EXPECT_EQ(utf8_complete_prefix("ab\xC3\xA9"), 4u);
+}
+
+// Found by fuzz_gguf: metadata values of the wrong type escaped as a JSON type error.
+TEST(Tokenizer, GgufMetadataOfTheWrongTypeIsAClearError) {
+  using json = nlohmann::json;
+  const json tokens = json::array({"<unk>", "<s>", "</s>", "a"}), scores = json::array({0.0, 0.0, 0.0, -1.0});
+  for (const json& meta : {json{{"tokenizer.ggml.model", "llama"}, {"tokenizer.ggml.tokens", json::array({1, 2})},
+                                {"tokenizer.ggml.scores", json::array({0.0, 0.0})}},
+                           json{{"tokenizer.ggml.model", 7}},
+                           json{{"tokenizer.ggml.model", "llama"}, {"tokenizer.ggml.tokens", tokens},
+                                {"tokenizer.ggml.scores", json::array({"x", 0.0, 0.0, 0.0})}},
+                           json{{"tokenizer.ggml.model", "llama"}, {"tokenizer.ggml.tokens", tokens},
+                                {"tokenizer.ggml.scores", scores}, {"tokenizer.ggml.bos_token_id", 99}},
+                           json{{"tokenizer.ggml.model", "llama"}, {"tokenizer.ggml.tokens", tokens},
+                                {"tokenizer.ggml.scores", scores}, {"tokenizer.ggml.token_type", "x"}}}) {
+    try {
+      Tokenizer::from_gguf_metadata(meta, "vocab.gguf");
+      ADD_FAILURE() << "accepted " << meta.dump();
+    } catch (const Error& e) {
+      EXPECT_NE(std::string(e.what()).find("vocab.gguf"), std::string::npos) << e.what();
+    }
+  }
 }
 
 TEST(Tokenizer, BadTokenizerJsonIsAClearError) {

@@ -42,10 +42,12 @@ int main(int argc, char** argv) {
   spdlog::set_default_logger(spdlog::stderr_color_mt("eaglet"));
   eaglet::cli::add_generate(app);
   eaglet::cli::add_bench(app);
+#ifdef EAGLET_WITH_TRAINER
   eaglet::cli::add_train(app);
   eaglet::cli::add_regen(app);
   eaglet::cli::add_infer_worker(app);
   eaglet::cli::add_demo(app);
+#endif
   eaglet::cli::add_serve(app);
   eaglet::cli::add_loadtest(app);
   try {

@@ -5,7 +5,7 @@
 namespace eaglet {
 
 OutputTracker::OutputTracker(const Tokenizer& tok, StopConditions stop)
-    : tok_(tok), stop_(std::move(stop)), decoder_(tok) {}
+    : stop_(std::move(stop)), decoder_(tok) {}
 
 void OutputTracker::finish(const std::string& reason) {
   if (finish_reason_.empty()) finish_reason_ = reason;

@@ -30,7 +30,6 @@ class OutputTracker {
 
  private:
   void finish(const std::string& reason);
-  const Tokenizer& tok_;
   StopConditions stop_;
   StreamDecoder decoder_;
   std::vector<int> tokens_;

@@ -54,8 +54,8 @@ class Reader {
   }
 
  private:
-  void need(uint64_t n) {
-    if (pos_ + n > f_.size()) fail("{}: truncated GGUF file", f_.path());
+  void need(uint64_t n) {  // written so that a huge n cannot wrap around
+    if (n > f_.size() - pos_) fail("{}: truncated GGUF file", f_.path());
   }
   const MappedFile& f_;
   uint64_t pos_ = 0;

@@ -1,5 +1,7 @@
 #include "io/json_config.h"
 
+#include <algorithm>
+
 #include "core/error.h"
 #include "io/mapped_file.h"
 
@@ -48,13 +50,17 @@ int64_t JsonConfig::get_int(const std::string& key, int64_t fallback) const {
   return has(key) ? get_int(key) : fallback;
 }
 
-int JsonConfig::get_size(const std::string& key) const { return get_size(key, get_int(key)); }
-
-int JsonConfig::get_size(const std::string& key, int64_t fallback) const {
+int JsonConfig::get_int_in(const std::string& key, int64_t fallback, int64_t lo, int64_t hi) const {
   const int64_t v = get_int(key, fallback);
-  if (v <= 0 || v > INT32_MAX) fail("{}: field '{}' must be in [1, {}] (got {})", where_, key, INT32_MAX, v);
+  lo = std::max<int64_t>(lo, INT32_MIN);
+  hi = std::min<int64_t>(hi, INT32_MAX);
+  if (v < lo || v > hi) fail("{}: field '{}' must be in [{}, {}] (got {})", where_, key, lo, hi, v);
   return int(v);
 }
+
+int JsonConfig::get_size(const std::string& key) const { return get_size(key, get_int(key)); }
+
+int JsonConfig::get_size(const std::string& key, int64_t fallback) const { return get_int_in(key, fallback, 1, INT32_MAX); }
 
 double JsonConfig::get_double(const std::string& key) const {
   auto& v = at(key);

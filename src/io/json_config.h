@@ -20,8 +20,9 @@ class JsonConfig {
   bool has(const std::string& key) const { return j_.contains(key) && !j_[key].is_null(); }
   int64_t get_int(const std::string& key) const;
   int64_t get_int(const std::string& key, int64_t fallback) const;
-  // A size (hidden_size, vocab_size, ...): an integer in [1, INT32_MAX], since sizes are ints
-  // downstream and a larger value must not wrap into a small one.
+  // An integer in [lo, hi] that fits an int: sizes are ints downstream, and a larger value must
+  // not wrap into a small one. get_size: [1, INT32_MAX] (hidden_size, vocab_size, ...).
+  int get_int_in(const std::string& key, int64_t fallback, int64_t lo, int64_t hi) const;
   int get_size(const std::string& key) const;
   int get_size(const std::string& key, int64_t fallback) const;
   double get_double(const std::string& key) const;

@@ -5,6 +5,8 @@
 #include <boost/asio.hpp>
 #include <boost/beast/core.hpp>
 #include <boost/beast/http.hpp>
+#include <malloc.h>
+
 #include <deque>
 #include <map>
 #include <optional>
@@ -36,6 +38,22 @@ struct Shared {
   std::atomic<bool> closing{false};  // answer with "Connection: close" from now on
   Shared(Limits l, std::function<std::string(int, const std::string&)> eb)
       : limits(l), error_body(std::move(eb)), handlers(size_t(std::max(1, l.handler_threads))) {}
+
+  // Bytes of request bodies being read or handled, within limits.max_buffered_body_bytes.
+  bool reserve_body(size_t n) {
+    size_t cur = body_bytes.load();
+    do {
+      if (cur + n > limits.max_buffered_body_bytes && cur > 0) return false;  // one body always fits
+    } while (!body_bytes.compare_exchange_weak(cur, cur + n));
+    return true;
+  }
+  void release_body(size_t n) {
+    if (n == 0) return;
+    body_bytes -= n;
+    // glibc keeps freed memory in per-thread arenas; after a large body, give it back.
+    if (n >= (1 << 20)) malloc_trim(0);
+  }
+  std::atomic<size_t> body_bytes{0};
 };
 
 namespace {
@@ -54,7 +72,10 @@ class Session : public std::enable_shared_from_this<Session> {
     error_code ec;
     socket_.set_option(tcp::no_delay(true), ec);  // token chunks go out as they are written
   }
-  ~Session() { --shared_->connections; }
+  ~Session() {
+    shared_->release_body(body_reserved_);
+    --shared_->connections;
+  }
 
   void start() { read_request(); }
   // Over the connection limit: one 503 and close.
@@ -92,6 +113,7 @@ class Session : public std::enable_shared_from_this<Session> {
 
   // --- reading a request: the idle deadline until its first byte, then the request deadline ---
   void read_request() {
+    ++requests_;  // responders of the previous request are stale from here on
     phase_ = Phase::Reading;
     response_ended_ = false;
     chunked_ = false;
@@ -114,6 +136,12 @@ class Session : public std::enable_shared_from_this<Session> {
       auto& req = self->parser_->get();
       if (auto len = self->parser_->content_length(); len && *len > self->shared_->limits.max_body_bytes)
         return self->read_failed(bhttp::error::body_limit);
+      // Bodies are held whole until handled: the sum over all connections has a budget, so a
+      // thousand clients sending 4 MB at once get 503 instead of taking 4 GB.
+      const auto length = self->parser_->content_length();
+      const size_t body = self->parser_->chunked() ? self->shared_->limits.max_body_bytes : length ? size_t(*length) : 0;
+      if (!self->shared_->reserve_body(body)) return self->read_failed(bhttp::error::buffer_overflow);
+      self->body_reserved_ = body;
       if (strcasecmp(std::string(req[bhttp::field::expect]).c_str(), "100-continue") == 0) {
         static const std::string kContinue = "HTTP/1.1 100 Continue\r\n\r\n";
         return net::async_write(self->socket_, net::buffer(kContinue), [self](error_code ec, size_t) {
@@ -133,6 +161,7 @@ class Session : public std::enable_shared_from_this<Session> {
   }
 
   void read_failed(error_code ec) {
+    shared_->release_body(std::exchange(body_reserved_, 0));
     if (phase_ == Phase::Closed) return;
     keep_alive_ = false;
     phase_ = Phase::Handling;
@@ -141,6 +170,8 @@ class Session : public std::enable_shared_from_this<Session> {
       queue(error_response(413, fmt::format("request body too large (the limit is {} bytes)", body)), true);
     else if (ec == bhttp::error::header_limit)
       queue(error_response(431, fmt::format("request headers too large (the limit is {} bytes)", header)), true);
+    else if (ec == bhttp::error::buffer_overflow)
+      queue(error_response(503, "too many large request bodies in flight; retry later"), true);
     else if (ec == bhttp::error::end_of_stream || ec == net::error::eof || ec == net::error::operation_aborted ||
              ec == net::error::connection_reset || ec == net::error::bad_descriptor)
       close();  // the client left, or the request deadline closed the socket
@@ -150,7 +181,6 @@ class Session : public std::enable_shared_from_this<Session> {
 
   void dispatch() {
     cancel_timer();
-    ++requests_;
     phase_ = Phase::Handling;
     busy_ = true;
     ++shared_->busy;
@@ -170,12 +200,16 @@ class Session : public std::enable_shared_from_this<Session> {
       return queue(error_response(405, fmt::format("method {} is not allowed on {}", req.method, req.path)), true);
     watch_for_disconnect();
     auto responder = std::make_shared<Responder>(shared_from_this());
-    net::post(shared_->handlers, [h = handler->second, req = std::move(req), responder]() mutable {
+    if (buffer_.capacity() > (64 << 10)) buffer_.shrink_to_fit();  // a big body passed through it
+    net::post(shared_->handlers, [h = handler->second, req = std::move(req), responder, shared = shared_,
+                                  reserved = std::exchange(body_reserved_, 0)]() mutable {
       try {
         h(req, std::move(responder));
       } catch (const std::exception& e) {
         spdlog::error("{} {}: {}", req.method, req.path, e.what());
       }  // a responder that never answered sends 500 when it is released
+      req = {};
+      shared->release_body(reserved);
     });
   }
 
@@ -320,6 +354,7 @@ class Session : public std::enable_shared_from_this<Session> {
   std::deque<std::string> out_, in_flight_;
   std::vector<std::function<void()>> on_disconnect_;
   uint64_t timer_gen_ = 0, requests_ = 0;
+  size_t body_reserved_ = 0;  // of the body budget, for the request being read
   char scratch_[4096];
 };
 

@@ -18,6 +18,7 @@ namespace eaglet::http {
 
 struct Limits {
   size_t max_body_bytes = 4 << 20;
+  size_t max_buffered_body_bytes = 256 << 20;  // all bodies being read or handled; 503 beyond
   size_t max_header_bytes = 16 << 10;
   double request_timeout_s = 30;  // from a request's first byte to its last
   double idle_timeout_s = 60;     // a keep-alive connection waiting for its next request

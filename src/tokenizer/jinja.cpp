@@ -2,7 +2,9 @@
 #include "tokenizer/jinja_builtins.h"
 
 #include <algorithm>
+#include <cerrno>
 #include <cmath>
+#include <cstdlib>
 #include <functional>
 
 #include "core/error.h"
@@ -58,6 +60,7 @@ std::vector<Tok> lex_expr(const std::string& s) {
     }
   }
   out.push_back({Tok::End, ""});
+  if (out.size() > kMaxTokens) fail("chat template: an expression of {} tokens is over the {}-token limit", out.size(), kMaxTokens);
   return out;
 }
 }  // namespace
@@ -66,6 +69,10 @@ std::vector<Tok> lex_expr(const std::string& s) {
 
 struct Scope {
   std::vector<Dict> frames;
+  int64_t steps = 0;
+  void tick() {
+    if (++steps > kMaxSteps) fail("chat template: rendering took more than {} steps", kMaxSteps);
+  }
   Value get(const std::string& name) const {
     for (auto it = frames.rbegin(); it != frames.rend(); ++it) {
       auto f = it->find(name);
@@ -129,8 +136,13 @@ struct Slice : Expr {
       int64_t hi = stop ? as_int(stop->eval(s)) : (st > 0 ? n : -n - 1);
       if (lo < 0) lo += n;
       if (hi < 0) hi += n;
-      for (int64_t i = lo; st > 0 ? i < std::min(hi, n) : i > std::max<int64_t>(hi, -1); i += st)
+      // Python's clamping, which also keeps a walk over huge bounds inside the sequence.
+      lo = st > 0 ? std::clamp<int64_t>(lo, 0, n) : std::clamp<int64_t>(lo, -1, n - 1);
+      hi = st > 0 ? std::clamp<int64_t>(hi, 0, n) : std::clamp<int64_t>(hi, -1, n - 1);
+      for (int64_t i = lo; st > 0 ? i < hi : i > hi;) {
         if (i >= 0 && i < n) get(i);
+        if (__builtin_add_overflow(i, st, &i)) break;
+      }
     };
     if (auto l = std::get_if<std::shared_ptr<List>>(&b.v)) {
       auto out = std::make_shared<List>();
@@ -153,11 +165,11 @@ struct Call : Expr {
   Value eval(Scope& s) const override {
     std::vector<Value> a;
     for (auto& e : args) a.push_back(e->eval(s));
-    if (auto* m = dynamic_cast<const Attr*>(callee.get())) return call_method(m->base->eval(s), m->name, a);
+    if (auto* m = dynamic_cast<const Attr*>(callee.get())) return checked(call_method(m->base->eval(s), m->name, a));
     std::vector<std::pair<std::string, Value>> kw;
     for (auto& [k, e] : kwargs) kw.emplace_back(k, e->eval(s));
     const auto* var = dynamic_cast<const Var*>(callee.get());
-    return call_function(var ? var->name : "", a, kw);
+    return checked(call_function(var ? var->name : "", a, kw));
   }
 };
 struct Unary : Expr {
@@ -167,7 +179,7 @@ struct Unary : Expr {
     Value v = e->eval(s);
     if (op == "not") return Value(!v.truthy());
     if (std::holds_alternative<double>(v.v)) return Value(-std::get<double>(v.v));
-    return Value(-as_int(v));
+    return Value(checked_arith('-', 0, as_int(v)));
   }
 };
 
@@ -184,7 +196,7 @@ struct Binary : Expr {
       return a.truthy() ? a : r->eval(s);
     }
     Value a = l->eval(s), b = r->eval(s);
-    if (op == "~") return Value(a.str() + b.str());
+    if (op == "~") return checked(Value(a.str() + b.str()));
     if (op == "==") return Value(equal(a, b));
     if (op == "!=") return Value(!equal(a, b));
     if (op == "in" || op == "not in") {
@@ -199,12 +211,14 @@ struct Binary : Expr {
       if (std::holds_alternative<std::string>(a.v) || std::holds_alternative<std::string>(b.v)) {
         if (!std::holds_alternative<std::string>(a.v) || !std::holds_alternative<std::string>(b.v))
           fail("chat template: cannot add '{}' and '{}'", a.str(), b.str());
-        return Value(a.str() + b.str());
+        return checked(Value(a.str() + b.str()));
       }
       if (auto la = std::get_if<std::shared_ptr<List>>(&a.v)) {
+        auto lb = std::get_if<std::shared_ptr<List>>(&b.v);
+        if (!lb) fail("chat template: cannot add a list and '{}'", b.str());
+        if (int64_t((*la)->size() + (*lb)->size()) > kMaxItems) fail("chat template: list over the {}-item limit", kMaxItems);
         auto out = std::make_shared<List>(**la);
-        auto lb = std::get<std::shared_ptr<List>>(b.v);
-        out->insert(out->end(), lb->begin(), lb->end());
+        out->insert(out->end(), (*lb)->begin(), (*lb)->end());
         return Value(out);
       }
     }
@@ -224,18 +238,18 @@ struct Binary : Expr {
       if (op == "%") return Value(std::fmod(x, y));
       if (op == "//") return Value(std::floor(x / y));
     }
-    const int64_t x = as_int(a), y = as_int(b);
-    if (op == "+") return Value(x + y);
-    if (op == "-") return Value(x - y);
-    if (op == "*") {
-      if (auto str = std::get_if<std::string>(&a.v)) {
+    if (op == "*")
+      if (auto str = std::get_if<std::string>(&a.v)) {  // 'ab' * 3
+        const int64_t y = as_int(b);
+        if (y > 0 && str->size() > kMaxBytes / size_t(y)) fail("chat template: repeated string over the {}-byte limit", kMaxBytes);
         std::string o;
         for (int64_t i = 0; i < y; ++i) o += *str;
         return Value(o);
       }
-      return Value(x * y);
-    }
+    const int64_t x = as_int(a), y = as_int(b);
+    if (op == "+" || op == "-" || op == "*") return Value(checked_arith(op[0], x, y));
     if (y == 0) fail("chat template: division by zero");
+    if (y == -1 && x == INT64_MIN) fail("chat template: integer overflow in {} {} {}", x, op, y);
     if (op == "%") return Value(x % y);
     if (op == "//") return Value(x / y);
     fail("chat template: unknown operator '{}'", op);
@@ -254,7 +268,7 @@ struct Filter : Expr {
   Value eval(Scope& s) const override {
     std::vector<Value> a;
     for (auto& e : args) a.push_back(e->eval(s));
-    return apply_filter(name, base->eval(s), a);
+    return checked(apply_filter(name, base->eval(s), a));
   }
 };
 struct Test : Expr {
@@ -266,6 +280,16 @@ struct Test : Expr {
     return Value(negate ? !r : r);
   }
 };
+// Counts parser recursion (parentheses, unary operators, nested blocks): deep enough nesting
+// would overflow the stack while parsing, rendering or freeing the tree.
+struct Nest {
+  int& depth;
+  explicit Nest(int& d) : depth(d) {
+    if (++depth > kMaxNesting) fail("chat template: nesting deeper than {} levels", kMaxNesting);
+  }
+  ~Nest() { --depth; }
+};
+
 class Parser {
  public:
   explicit Parser(const std::string& src) : t_(lex_expr(src)) {}
@@ -291,6 +315,7 @@ class Parser {
   bool done() const { return peek().kind == Tok::End; }
 
   ExprP expr() {
+    Nest nest(depth_);
     ExprP e = or_expr();
     if (is("if")) {
       ++p_;
@@ -322,6 +347,7 @@ class Parser {
     return e;
   }
   ExprP not_expr() {
+    Nest nest(depth_);
     if (accept("not")) {
       auto u = std::make_unique<Unary>();
       u->op = "not";
@@ -370,6 +396,7 @@ class Parser {
     return e;
   }
   ExprP unary() {
+    Nest nest(depth_);
     if (accept("-")) {
       auto u = std::make_unique<Unary>();
       u->op = "-";
@@ -453,8 +480,14 @@ class Parser {
       while (peek().kind == Tok::Str) s += t_[p_++].text;  // adjacent literals concatenate
       return std::make_unique<Lit>(Value(s));
     }
-    if (t.kind == Tok::Int) { ++p_; return std::make_unique<Lit>(Value(int64_t(std::stoll(t.text)))); }
-    if (t.kind == Tok::Float) { ++p_; return std::make_unique<Lit>(Value(std::stod(t.text))); }
+    if (t.kind == Tok::Int || t.kind == Tok::Float) {
+      ++p_;
+      errno = 0;
+      const int64_t i = t.kind == Tok::Int ? std::strtoll(t.text.c_str(), nullptr, 10) : 0;
+      const double d = t.kind == Tok::Float ? std::strtod(t.text.c_str(), nullptr) : 0;
+      if (errno == ERANGE) fail("chat template: number {} is out of range", t.text);
+      return std::make_unique<Lit>(t.kind == Tok::Int ? Value(i) : Value(d));
+    }
     if (accept("(")) {
       ExprP e = expr();
       expect(")");
@@ -490,6 +523,7 @@ class Parser {
 
   std::vector<Tok> t_;
   size_t p_ = 0;
+  int depth_ = 0;
 };
 }  // namespace
 
@@ -503,7 +537,11 @@ struct Node {
 namespace {
 using Body = std::vector<std::unique_ptr<Node>>;
 void render_body(const Body& b, Scope& s, std::string& out) {
-  for (auto& n : b) n->render(s, out);
+  for (auto& n : b) {
+    s.tick();
+    n->render(s, out);
+    if (out.size() > kMaxBytes) fail("chat template: output over the {}-byte limit", kMaxBytes);
+  }
 }
 
 struct TextNode : Node {
@@ -536,6 +574,8 @@ struct SetNode : Node {
     Value obj = s.get(target);
     auto d = std::get_if<std::shared_ptr<Dict>>(&obj.v);
     if (!d) fail("chat template: cannot set attribute '{}' on '{}'", attr, target);
+    // A namespace holding itself would be a reference cycle: leaked, and endless to print.
+    if (reaches(v, d->get())) fail("chat template: '{}.{}' cannot hold '{}' itself", target, attr, target);
     (**d)[attr] = v;
   }
 };
@@ -568,6 +608,7 @@ struct ForNode : Node {
     }
     const int64_t n = int64_t(items.size());
     for (int64_t i = 0; i < n; ++i) {
+      s.tick();
       s.frames.push_back({});
       auto loop = std::make_shared<Dict>();
       (*loop)["index0"] = Value(i);
@@ -659,6 +700,7 @@ class StatementParser {
     return p.peek().kind == Tok::Name ? p.peek().text : "";
   }
   Body parse_until(const std::vector<std::string>& ends) {
+    Nest nest(depth_);
     Body body;
     while (pos_ < s_.size()) {
       const Segment& seg = s_[pos_];
@@ -734,6 +776,7 @@ class StatementParser {
 
   std::vector<Segment> s_;
   size_t pos_ = 0;
+  int depth_ = 0;
 };
 }  // namespace
 

@@ -45,7 +45,26 @@ std::string json_string(const std::string& s) {
 
 }  // namespace
 
-std::string to_json(const Value& v) {
+Value checked(Value v) {
+  if (auto s = std::get_if<std::string>(&v.v); s && s->size() > kMaxBytes)
+    fail("chat template: a string of {} bytes is over the {}-byte limit", s->size(), kMaxBytes);
+  if (auto l = std::get_if<std::shared_ptr<List>>(&v.v); l && int64_t((*l)->size()) > kMaxItems)
+    fail("chat template: a list of {} items is over the {}-item limit", (*l)->size(), kMaxItems);
+  return v;
+}
+
+int64_t checked_arith(char op, int64_t x, int64_t y) {
+  int64_t r = 0;
+  const bool over = op == '+' ? __builtin_add_overflow(x, y, &r) : op == '-' ? __builtin_sub_overflow(x, y, &r)
+                                                                            : __builtin_mul_overflow(x, y, &r);
+  if (over) fail("chat template: integer overflow in {} {} {}", x, op, y);
+  return r;
+}
+
+namespace {
+std::string to_json(const Value& v, int depth) {
+  // A namespace can be made to hold itself; never follow such a cycle (or any deep nesting) far.
+  if (depth > kMaxNesting) fail("chat template: a value nests deeper than {} levels", kMaxNesting);
   return std::visit(
       [&](auto&& x) -> std::string {
         using T = std::decay_t<decltype(x)>;
@@ -56,19 +75,35 @@ std::string to_json(const Value& v) {
         else if constexpr (std::is_same_v<T, std::string>) return json_string(x);
         else if constexpr (std::is_same_v<T, std::shared_ptr<List>>) {
           std::string s = "[";
-          for (size_t i = 0; i < x->size(); ++i) s += (i ? ", " : "") + to_json((*x)[i]);
+          for (size_t i = 0; i < x->size(); ++i) s += (i ? ", " : "") + to_json((*x)[i], depth + 1);
           return s + "]";
         } else {
           std::string s = "{";
           bool first = true;
           for (auto& [k, e] : *x) {
-            s += (first ? "" : ", ") + json_string(k) + ": " + to_json(e);
+            s += (first ? "" : ", ") + json_string(k) + ": " + to_json(e, depth + 1);
             first = false;
           }
           return s + "}";
         }
       },
       v.v);
+}
+}  // namespace
+
+std::string to_json(const Value& v) { return to_json(v, 0); }
+
+bool reaches(const Value& v, const Dict* d, int depth) {
+  if (depth > kMaxNesting) fail("chat template: a value nests deeper than {} levels", kMaxNesting);
+  if (auto x = std::get_if<std::shared_ptr<Dict>>(&v.v)) {
+    if (x->get() == d) return true;
+    for (auto& [k, e] : **x)
+      if (reaches(e, d, depth + 1)) return true;
+  } else if (auto l = std::get_if<std::shared_ptr<List>>(&v.v)) {
+    for (auto& e : **l)
+      if (reaches(e, d, depth + 1)) return true;
+  }
+  return false;
 }
 
 std::string Value::str() const {
@@ -93,7 +128,10 @@ std::string Value::str() const {
 
 int64_t as_int(const Value& v) {
   if (auto i = std::get_if<int64_t>(&v.v)) return *i;
-  if (auto d = std::get_if<double>(&v.v)) return int64_t(*d);
+  if (auto d = std::get_if<double>(&v.v)) {
+    if (!(*d >= -9.2e18 && *d <= 9.2e18)) fail("chat template: {} does not fit an integer", *d);
+    return int64_t(*d);
+  }
   if (auto b = std::get_if<bool>(&v.v)) return *b;
   fail("chat template: expected a number, got '{}'", v.str());
 }
@@ -221,6 +259,8 @@ Value call_function(const std::string& fn, const std::vector<Value>& a,
   if (fn == "range") {
     auto l = std::make_shared<List>();
     const int64_t lo = a.size() > 1 ? as_int(a[0]) : 0, hi = as_int(a.size() > 1 ? a[1] : arg(0));
+    if (hi > lo && (hi - lo > kMaxItems || hi - lo < 0))  // (hi - lo) may wrap
+      fail("chat template: range({}, {}) is over the {}-item limit", lo, hi, kMaxItems);
     for (int64_t i = lo; i < hi; ++i) l->push_back(Value(i));
     return Value(l);
   }

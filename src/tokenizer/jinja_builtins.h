@@ -9,6 +9,21 @@
 
 namespace eaglet::jinja {
 
+// Any template must render in bounded time and memory (templates come with model files, and
+// every chat request renders one): past these limits rendering fails with eaglet::Error.
+inline constexpr size_t kMaxBytes = 16 << 20;     // a string value, and the whole output
+inline constexpr int64_t kMaxItems = 1 << 20;     // a list (range(), concatenation, ...)
+inline constexpr int64_t kMaxSteps = 1'000'000;   // nodes rendered plus loop iterations (~1 s)
+inline constexpr int kMaxNesting = 128;           // expression and block nesting
+inline constexpr size_t kMaxTokens = 4096;        // tokens in one {{ }} or {% %}
+
+// `v`, after checking a string or list it holds against kMaxBytes / kMaxItems.
+Value checked(Value v);
+// Integer + - * with overflow reported as an error.
+int64_t checked_arith(char op, int64_t x, int64_t y);
+// Whether `v` is or contains the dict `d` (a namespace must not come to hold itself).
+bool reaches(const Value& v, const Dict* d, int depth = 0);
+
 // Python's json.dumps(x, ensure_ascii=False) layout: ", " and ": " separators.
 std::string to_json(const Value& v);
 int64_t as_int(const Value& v);

@@ -343,16 +343,17 @@ int gguf_special_id(const json& meta, const char* key, size_t n_tokens, const st
 }
 }  // namespace
 
-Tokenizer Tokenizer::from_gguf(const std::string& path) {
-  const json meta = read_gguf_metadata(path);
+Tokenizer Tokenizer::from_gguf(const std::string& path) { return from_gguf_metadata(read_gguf_metadata(path), path); }
+
+Tokenizer Tokenizer::from_gguf_metadata(const json& meta, const std::string& path) {
   try {
-    return from_gguf_metadata(meta, path);
+    return build_gguf(meta, path);
   } catch (const json::exception& e) {  // a value of the wrong type somewhere in the metadata
     fail("{}: malformed tokenizer metadata: {}", path, e.what());
   }
 }
 
-Tokenizer Tokenizer::from_gguf_metadata(const json& meta, const std::string& path) {
+Tokenizer Tokenizer::build_gguf(const json& meta, const std::string& path) {
   const std::string model = meta.value("tokenizer.ggml.model", "");
   const size_t n_tokens = meta.contains("tokenizer.ggml.tokens") && meta["tokenizer.ggml.tokens"].is_array()
                               ? meta["tokenizer.ggml.tokens"].size() : 0;

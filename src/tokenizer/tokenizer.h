@@ -62,6 +62,7 @@ class Tokenizer {
  private:
   Tokenizer();
   static Tokenizer build(const nlohmann::json& tokenizer_json, const std::string& where, const nlohmann::json& config);
+  static Tokenizer build_gguf(const nlohmann::json& meta, const std::string& path);
   struct Step {
     enum Kind { Prepend, Replace, Normalize, SplitRegex, ByteLevel, Metaspace } kind;
     std::string a, b;          // Prepend: a; Replace: a -> b; Normalize: form; Metaspace: replacement, scheme

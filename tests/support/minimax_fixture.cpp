@@ -15,4 +15,14 @@ void write_synthetic_minimax(const std::string& dir, const std::string& variant,
   ASSERT_EQ(r.exit_code, 0) << r.output;
 }
 
+std::vector<std::vector<int>> byte_prompts(int n, int len) {
+  std::vector<std::vector<int>> out;
+  for (int p = 0; p < n; ++p) {
+    std::vector<int> t;
+    for (int i = 0; i < len + p * 7; ++i) t.push_back((i * (31 + 2 * p) + 5 * p + 3) % 256);
+    out.push_back(t);
+  }
+  return out;
+}
+
 }  // namespace eaglet::test

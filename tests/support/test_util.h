@@ -12,6 +12,22 @@
 
 namespace eaglet::test {
 
+// Whether this build runs under AddressSanitizer or ThreadSanitizer (scripts/sanitize.sh): their
+// allocators keep freed memory in quarantine, so resident-memory bounds mean nothing there.
+#if defined(__has_feature)
+#if __has_feature(address_sanitizer) || __has_feature(thread_sanitizer)
+#define EAGLET_TEST_SANITIZED 1
+#endif
+#endif
+#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
+#define EAGLET_TEST_SANITIZED 1
+#endif
+#ifdef EAGLET_TEST_SANITIZED
+inline constexpr bool kSanitized = true;
+#else
+inline constexpr bool kSanitized = false;
+#endif
+
 // ../shared beside the checkout (or $EAGLET_SHARED); empty when absent.
 std::string shared_dir();
 #define EAGLET_REQUIRE_SHARED()                                                            \

@@ -7,8 +7,8 @@ namespace eaglet {
 namespace {
 
 void parse_moe(const JsonConfig& c, MiniMaxConfig* m) {
-  m->num_experts = int(c.get_int("num_local_experts"));
-  m->top_k = int(c.get_int("num_experts_per_tok"));
+  m->num_experts = c.get_size("num_local_experts");
+  m->top_k = c.get_size("num_experts_per_tok");
   EAGLET_CHECK(m->num_experts > 0 && m->top_k > 0 && m->top_k <= m->num_experts,
                "{}: num_experts_per_tok ({}) must be in [1, num_local_experts ({})]", c.where(), m->top_k, m->num_experts);
   const std::string scoring = c.get_string("scoring_func", "sigmoid");
@@ -73,18 +73,20 @@ MiniMaxConfig parse_minimax_m3_config(const JsonConfig& root, const JsonConfig& 
   m.swiglu_alpha = float(text.get_double("swiglu_alpha", 1.702));
   m.swiglu_limit = float(text.get_double("swiglu_limit", 7.0));
   m.swiglu_beta = float(text.get_double("swiglu_beta", 1.0));
-  m.dense_intermediate = int(text.get_int("dense_intermediate_size", m.base.intermediate));
-  m.shared_intermediate = int(text.get_int("shared_intermediate_size", 0)) * int(text.get_int("n_shared_experts", 1));
+  m.dense_intermediate = text.get_size("dense_intermediate_size", m.base.intermediate);
+  m.shared_intermediate = text.get_int_in("shared_intermediate_size", 0, 0, INT32_MAX);
+  m.shared_intermediate = text.get_int_in("n_shared_experts", 1, 0, m.shared_intermediate ? INT32_MAX / m.shared_intermediate : 1) *
+                          m.shared_intermediate;
   parse_moe(text, &m);
   m.moe_layer = layer_flags(text, "moe_layer_freq", L, true);
   if (text.has("sparse_attention_config")) {
     const JsonConfig s = text.sub("sparse_attention_config");
-    m.msa.index_dim = int(s.get_int("sparse_index_dim", 128));
-    m.msa.index_heads = int(s.get_int("sparse_num_index_heads", m.base.num_kv_heads));
-    m.msa.topk_blocks = int(s.get_int("sparse_topk_blocks", 16));
-    m.msa.block_size = int(s.get_int("sparse_block_size", 128));
-    m.msa.init_blocks = int(s.get_int("sparse_init_block", 0));
-    m.msa.local_blocks = int(s.get_int("sparse_local_block", 1));
+    m.msa.index_dim = s.get_size("sparse_index_dim", 128);
+    m.msa.index_heads = s.get_size("sparse_num_index_heads", m.base.num_kv_heads);
+    m.msa.topk_blocks = s.get_size("sparse_topk_blocks", 16);
+    m.msa.block_size = s.get_size("sparse_block_size", 128);
+    m.msa.init_blocks = s.get_int_in("sparse_init_block", 0, 0, INT32_MAX);
+    m.msa.local_blocks = s.get_int_in("sparse_local_block", 1, 0, INT32_MAX);
     const std::string score = s.get_string("sparse_score_type", "max");
     if (score != "max") fail("{}: sparse_score_type '{}' is not supported (max)", s.where(), score);
     m.sparse_layer = layer_flags(s, "sparse_attention_freq", L, false);
@@ -93,7 +95,7 @@ MiniMaxConfig parse_minimax_m3_config(const JsonConfig& root, const JsonConfig& 
                  "the blocks of one KV head", s.where(), m.msa.index_heads, m.base.num_kv_heads);
     EAGLET_CHECK(m.msa.block_size > 0 && m.msa.topk_blocks > 0 && m.msa.index_dim > 0 &&
                      m.msa.init_blocks >= 0 && m.msa.local_blocks >= 0 &&
-                     m.msa.init_blocks + m.msa.local_blocks <= m.msa.topk_blocks,
+                     int64_t(m.msa.init_blocks) + m.msa.local_blocks <= m.msa.topk_blocks,
                  "{}: inconsistent sparse block settings (forced blocks must fit in sparse_topk_blocks)", s.where());
   } else {
     m.sparse_layer.assign(size_t(L), false);

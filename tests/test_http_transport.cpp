@@ -1,0 +1,185 @@
+// The HTTP connection layer in-process, against raw sockets: routing errors, keep-alive and
+// pipelining, Expect: 100-continue, chunked request bodies, the size limits and the body budget,
+// streamed responses (chunked, and raw for HTTP/1.0), disconnect callbacks, and late calls of a
+// responder whose request is over (they must not leak into the next response).
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <chrono>
+#include <mutex>
+#include <thread>
+
+#include "server/http_transport.h"
+#include "support/raw_http.h"
+
+namespace eaglet {
+namespace {
+
+class Transport : public ::testing::Test {
+ protected:
+  void start(http::Limits limits = {}) {
+    server_ = std::make_unique<http::Server>(limits, [](int status, const std::string& msg) {
+      return "{\"status\": " + std::to_string(status) + ", \"message\": \"" + msg + "\"}";
+    });
+    server_->route("POST", "/echo", [](const http::Request& r, std::shared_ptr<http::Responder> out) {
+      out->send(200, "text/plain", r.header("X-Tag") + ":" + r.body);
+    });
+    server_->route("GET", "/stream", [this](const http::Request&, std::shared_ptr<http::Responder> out) {
+      out->begin_stream("text/event-stream");
+      out->on_disconnect([this] { ++disconnects_; });
+      for (int i = 0; i < 3; ++i) out->write("part" + std::to_string(i) + "\n");
+      out->end();
+      out->write("late");  // after end(): dropped
+    });
+    server_->route("GET", "/hang", [this](const http::Request&, std::shared_ptr<http::Responder> out) {
+      out->on_disconnect([this] { ++disconnects_; });
+      std::lock_guard<std::mutex> lk(mu_);
+      held_ = out;  // answered only when the test says so
+    });
+    server_->route("GET", "/forget", [](const http::Request&, std::shared_ptr<http::Responder>) {});
+    port_ = server_->bind("127.0.0.1", 0);
+    thread_ = std::thread([this] { server_->run(); });
+  }
+  // The responder of the last /hang request, once its handler has run.
+  std::shared_ptr<http::Responder> held(const std::shared_ptr<http::Responder>& other_than = nullptr) {
+    for (int i = 0; i < 500; ++i) {
+      {
+        std::lock_guard<std::mutex> lk(mu_);
+        if (held_ && held_ != other_than) return held_;
+      }
+      std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    }
+    return nullptr;
+  }
+  void TearDown() override {
+    {
+      std::lock_guard<std::mutex> lk(mu_);
+      held_.reset();
+    }
+    if (server_) server_->stop();
+    if (thread_.joinable()) thread_.join();
+    server_.reset();
+  }
+
+  std::unique_ptr<http::Server> server_;
+  std::thread thread_;
+  int port_ = 0;
+  std::atomic<int> disconnects_{0};
+  std::mutex mu_;
+  std::shared_ptr<http::Responder> held_;
+};
+
+TEST_F(Transport, RoutesKeepAliveAndPipelining) {
+  start();
+  test::RawConnection c(port_);
+  c.send("GET /nope HTTP/1.1\r\nHost: x\r\n\r\n");
+  EXPECT_NE(c.read(5, "}").find("404"), std::string::npos);
+  c.send("GET /echo HTTP/1.1\r\nHost: x\r\n\r\n");
+  EXPECT_NE(c.read(5, "}").find("405"), std::string::npos);
+  // Two requests in one write: both answered, in order, on the same connection.
+  c.send(test::http_post("/echo", "one", "X-Tag: a\r\n") + test::http_post("/echo", "two", "X-Tag: b\r\n"));
+  const std::string both = c.read(5, "b:two");
+  EXPECT_LT(both.find("a:one"), both.find("b:two")) << both;
+  c.send("GET /forget HTTP/1.1\r\nHost: x\r\n\r\n");  // the handler never answered
+  EXPECT_NE(c.read(5, "}").find("500 Internal Server Error"), std::string::npos);
+}
+
+TEST_F(Transport, ExpectContinueChunkedBodiesAndLimits) {
+  http::Limits l;
+  l.max_body_bytes = 1000;
+  l.max_header_bytes = 2048;
+  start(l);
+  test::RawConnection c(port_);
+  c.send("POST /echo HTTP/1.1\r\nHost: x\r\nContent-Length: 5\r\nExpect: 100-continue\r\n\r\n");
+  EXPECT_NE(c.read(5, "\r\n\r\n").find("100 Continue"), std::string::npos);
+  c.send("hello");
+  EXPECT_NE(c.read(5, ":hello").find(":hello"), std::string::npos);
+  c.send("POST /echo HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n3\r\nabc\r\n2\r\nde\r\n0\r\n\r\n");
+  EXPECT_NE(c.read(5, ":abcde").find(":abcde"), std::string::npos);
+  test::RawConnection big(port_);  // refused from its Content-Length, before the body is read
+  big.send("POST /echo HTTP/1.1\r\nHost: x\r\nContent-Length: 1001\r\n\r\n");
+  EXPECT_NE(big.read(5, "}").find("413"), std::string::npos);
+  test::RawConnection chunked(port_);  // no length: refused once the body grows past the limit
+  chunked.send("POST /echo HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n400\r\n" + std::string(1024, 'x') + "\r\n");
+  EXPECT_NE(chunked.read(5, "}").find("413"), std::string::npos);
+  test::RawConnection header(port_);
+  header.send("GET /stream HTTP/1.1\r\nHost: x\r\nX-Big: " + std::string(4096, 'h') + "\r\n\r\n");
+  EXPECT_NE(header.read(5, "}").find("431"), std::string::npos);
+  test::RawConnection garbage(port_);
+  garbage.send("NOT HTTP AT ALL\r\n\r\n");
+  EXPECT_NE(garbage.read(5, "}").find("400"), std::string::npos);
+}
+
+TEST_F(Transport, BodyBudgetIsSharedByAllConnections) {
+  http::Limits l;
+  l.max_body_bytes = 1000;
+  l.max_buffered_body_bytes = 1500;
+  start(l);
+  test::RawConnection a(port_), b(port_);
+  a.send("POST /echo HTTP/1.1\r\nHost: x\r\nContent-Length: 900\r\n\r\nxx");  // reserved while it arrives
+  std::this_thread::sleep_for(std::chrono::milliseconds(200));
+  b.send("POST /echo HTTP/1.1\r\nHost: x\r\nContent-Length: 900\r\n\r\n");
+  EXPECT_NE(b.read(5, "}").find("503"), std::string::npos);
+  a.send(std::string(898, 'x'));
+  EXPECT_NE(a.read(5, "xxxx").find("200 OK"), std::string::npos);
+  test::RawConnection c(port_);  // released once handled
+  c.send(test::http_post("/echo", std::string(900, 'y')));
+  EXPECT_NE(c.read(5, "yyyy").find("200 OK"), std::string::npos);
+}
+
+TEST_F(Transport, StreamsAreChunkedOrRawForHttp10) {
+  start();
+  test::RawConnection c(port_);
+  c.send("GET /stream HTTP/1.1\r\nHost: x\r\n\r\n");
+  const std::string s = c.read(5, "0\r\n\r\n");
+  EXPECT_NE(s.find("Transfer-Encoding: chunked"), std::string::npos);
+  EXPECT_NE(s.find("6\r\npart0\n\r\n"), std::string::npos) << s;
+  EXPECT_EQ(s.find("late"), std::string::npos);
+  test::RawConnection old(port_);
+  old.send("GET /stream HTTP/1.0\r\n\r\n");
+  const std::string o = old.read(5);
+  EXPECT_NE(o.find("part0\npart1\npart2\n"), std::string::npos) << o;
+  EXPECT_TRUE(old.closed_by_server(5));
+  EXPECT_EQ(disconnects_, 0);
+}
+
+TEST_F(Transport, DisconnectsAreReportedAndLateCallsGoNowhere) {
+  start();
+  std::shared_ptr<http::Responder> gone;
+  {
+    test::RawConnection c(port_);
+    c.send("GET /hang HTTP/1.1\r\nHost: x\r\n\r\n");
+    gone = held();
+    ASSERT_TRUE(gone);
+  }  // the client leaves before any answer
+  for (int i = 0; i < 200 && disconnects_ == 0; ++i) std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  EXPECT_EQ(disconnects_, 1);
+  EXPECT_TRUE(gone->disconnected());
+  gone->send(200, "text/plain", "too late");  // harmless
+  // On a kept-alive connection, a finished request's responder cannot write into the next one.
+  test::RawConnection c(port_);
+  c.send("GET /hang HTTP/1.1\r\nHost: x\r\n\r\n");
+  auto first = held(gone);
+  ASSERT_TRUE(first);
+  first->send(200, "text/plain", "first");
+  EXPECT_NE(c.read(5, "first").find("first"), std::string::npos);
+  c.send(test::http_post("/echo", "second"));
+  first->send(200, "text/plain", "stale");
+  first->write("stale");
+  EXPECT_EQ(c.read(2).find("stale"), std::string::npos);
+}
+
+TEST_F(Transport, DeadlinesCloseIdleAndSlowConnections) {
+  http::Limits l;
+  l.request_timeout_s = 0.5;
+  l.idle_timeout_s = 0.5;
+  start(l);
+  test::RawConnection idle(port_), slow(port_);
+  slow.send("GET /str");
+  EXPECT_TRUE(idle.closed_by_server(3));
+  EXPECT_TRUE(slow.closed_by_server(3));
+  EXPECT_LE(server_->busy_connections(), 0);
+}
+
+}  // namespace
+}  // namespace eaglet
