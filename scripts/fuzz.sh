@@ -7,6 +7,8 @@
 # entries go to a temporary folder, never into the repository.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+# ccache hits across checkouts in different folders (CI builds a fresh clone elsewhere).
+export CCACHE_BASEDIR="${CCACHE_BASEDIR:-$(pwd)}" CCACHE_NOHASHDIR=1  # (debug line tables would hash the folder)
 seconds=${1:-30}
 dir=build-asan
 if [ ! -f "$dir/build.ninja" ]; then

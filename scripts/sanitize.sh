@@ -7,6 +7,8 @@
 # The address build also holds the fuzz harnesses (scripts/fuzz.sh runs them).
 set -euo pipefail
 cd "$(dirname "$0")/.."
+# ccache hits across checkouts in different folders (CI builds a fresh clone elsewhere).
+export CCACHE_BASEDIR="${CCACHE_BASEDIR:-$(pwd)}" CCACHE_NOHASHDIR=1  # (debug line tables would hash the folder)
 kind=${1:?usage: sanitize.sh address|thread [ctest args]}
 shift
 case "$kind" in
