@@ -48,10 +48,12 @@ struct OpenAiServer::Impl {
   ServingMetrics& metrics;
   ServerOptions opts;
   std::unique_ptr<ChatTemplate> chat_template;
-  http::Server transport;
+  // Before `transport`: requests still queued on its connections are destroyed with it, and they
+  // count themselves out of active_calls.
   std::atomic<bool> draining{false};
   std::atomic<int> active_calls{0};
   std::once_flag shutdown_once;
+  http::Server transport;
 
   Impl(ModelBundle& b, Scheduler& s, ServingMetrics& m, ServerOptions o)
       : bundle(b), scheduler(s), metrics(m), opts(std::move(o)),
