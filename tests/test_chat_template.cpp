@@ -70,6 +70,8 @@ TEST(ChatTemplate, ExpressionsAndStatementsMatchJinja2) {
            "{{ missing is defined }} {{ d.c is none }} {{ 'ell' in s }} {{ 4 not in xs }} {{ s is string }}",
            "  {%- for x in xs -%}\n  [{{ x }}]\n  {%- endfor %}\n{% if true %}\n  indented\n{% endif %}\nend",
            "{{ \"a\" ~ 1 ~ 'b' }} {{ xs|join('-') }} {{ (1 + 2) * 3 }} {{ -xs[0] }}{# comment #}",
+           // Python's floor division and modulo (the sign follows the divisor).
+           "{{ -7 // 2 }} {{ -7 % 3 }} {{ 7 % -3 }} {{ 7 // -2 }} {{ -7.5 % 2 }} {{ 7.5 // -2 }} {{ -6 % 3 }}",
        })
     expect_same_as_jinja2(t, ctx);
 }

@@ -235,7 +235,10 @@ struct Binary : Expr {
       if (op == "-") return Value(x - y);
       if (op == "*") return Value(x * y);
       if (op == "/") return Value(x / y);
-      if (op == "%") return Value(std::fmod(x, y));
+      if (op == "%") {  // Python: the result takes the divisor's sign
+        const double r = std::fmod(x, y);
+        return Value(r != 0 && (r < 0) != (y < 0) ? r + y : r);
+      }
       if (op == "//") return Value(std::floor(x / y));
     }
     if (op == "*")
@@ -250,8 +253,10 @@ struct Binary : Expr {
     if (op == "+" || op == "-" || op == "*") return Value(checked_arith(op[0], x, y));
     if (y == 0) fail("chat template: division by zero");
     if (y == -1 && x == INT64_MIN) fail("chat template: integer overflow in {} {} {}", x, op, y);
-    if (op == "%") return Value(x % y);
-    if (op == "//") return Value(x / y);
+    const int64_t q = x / y, r = x % y;  // C truncates; Python floors
+    const bool adjust = r != 0 && (r < 0) != (y < 0);
+    if (op == "%") return Value(adjust ? r + y : r);
+    if (op == "//") return Value(adjust ? q - 1 : q);
     fail("chat template: unknown operator '{}'", op);
   }
 };
