@@ -51,6 +51,12 @@ class Transport : public ::testing::Test {
     }
     return nullptr;
   }
+  // A fresh connection: sends `request`, returns what comes back until `until` (or 5 s).
+  std::string exchange(const std::string& request, const std::string& until = "}") {
+    test::RawConnection c(port_);
+    c.send(request);
+    return c.read(5, until);
+  }
   void TearDown() override {
     {
       std::lock_guard<std::mutex> lk(mu_);
@@ -96,18 +102,14 @@ TEST_F(Transport, ExpectContinueChunkedBodiesAndLimits) {
   EXPECT_NE(c.read(5, ":hello").find(":hello"), std::string::npos);
   c.send("POST /echo HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n3\r\nabc\r\n2\r\nde\r\n0\r\n\r\n");
   EXPECT_NE(c.read(5, ":abcde").find(":abcde"), std::string::npos);
-  test::RawConnection big(port_);  // refused from its Content-Length, before the body is read
-  big.send("POST /echo HTTP/1.1\r\nHost: x\r\nContent-Length: 1001\r\n\r\n");
-  EXPECT_NE(big.read(5, "}").find("413"), std::string::npos);
-  test::RawConnection chunked(port_);  // no length: refused once the body grows past the limit
-  chunked.send("POST /echo HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n400\r\n" + std::string(1024, 'x') + "\r\n");
-  EXPECT_NE(chunked.read(5, "}").find("413"), std::string::npos);
-  test::RawConnection header(port_);
-  header.send("GET /stream HTTP/1.1\r\nHost: x\r\nX-Big: " + std::string(4096, 'h') + "\r\n\r\n");
-  EXPECT_NE(header.read(5, "}").find("431"), std::string::npos);
-  test::RawConnection garbage(port_);
-  garbage.send("NOT HTTP AT ALL\r\n\r\n");
-  EXPECT_NE(garbage.read(5, "}").find("400"), std::string::npos);
+  // Refused from its Content-Length, before the body is read.
+  EXPECT_NE(exchange("POST /echo HTTP/1.1\r\nHost: x\r\nContent-Length: 1001\r\n\r\n").find("413"), std::string::npos);
+  // No length: refused once the body grows past the limit.
+  const std::string chunked = "POST /echo HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n400\r\n";
+  EXPECT_NE(exchange(chunked + std::string(1024, 'x') + "\r\n").find("413"), std::string::npos);
+  EXPECT_NE(exchange("GET /stream HTTP/1.1\r\nHost: x\r\nX-Big: " + std::string(4096, 'h') + "\r\n\r\n").find("431"),
+            std::string::npos);
+  EXPECT_NE(exchange("NOT HTTP AT ALL\r\n\r\n").find("400"), std::string::npos);
 }
 
 TEST_F(Transport, BodyBudgetIsSharedByAllConnections) {
@@ -115,20 +117,17 @@ TEST_F(Transport, BodyBudgetIsSharedByAllConnections) {
   l.max_body_bytes = 1000;
   l.max_buffered_body_bytes = 1500;
   start(l);
-  test::RawConnection a(port_), b(port_);
+  test::RawConnection a(port_);
   a.send("POST /echo HTTP/1.1\r\nHost: x\r\nContent-Length: 900\r\n\r\nxx");  // reserved while it arrives
   std::this_thread::sleep_for(std::chrono::milliseconds(200));
-  b.send("POST /echo HTTP/1.1\r\nHost: x\r\nContent-Length: 900\r\n\r\n");
-  EXPECT_NE(b.read(5, "}").find("503"), std::string::npos);
+  EXPECT_NE(exchange("POST /echo HTTP/1.1\r\nHost: x\r\nContent-Length: 900\r\n\r\n").find("503"), std::string::npos);
   a.send(std::string(898, 'x'));
   EXPECT_NE(a.read(5, "xxxx").find("200 OK"), std::string::npos);
   // Released once handled (just after the handler returns, so allow it a moment).
   std::string reply;
   for (int i = 0; i < 50 && reply.find("200 OK") == std::string::npos; ++i) {
     if (i) std::this_thread::sleep_for(std::chrono::milliseconds(20));
-    test::RawConnection c(port_);
-    c.send(test::http_post("/echo", std::string(900, 'y')));
-    reply = c.read(5, "\r\n\r\n");
+    reply = exchange(test::http_post("/echo", std::string(900, 'y')), "\r\n\r\n");
   }
   EXPECT_NE(reply.find("200 OK"), std::string::npos) << reply;
 }

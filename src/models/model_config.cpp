@@ -25,9 +25,8 @@ ModelConfig parse_model_config(const JsonConfig& cfg, const std::string& dir) {
   c.vocab = cfg.get_size("vocab_size");
   c.max_position = cfg.get_size("max_position_embeddings", 4096);
   c.rms_eps = parse_rms_norm_eps(cfg);
-  const int64_t vocab = c.vocab;
   auto special_id = [&](const std::string& key, int64_t id) {
-    EAGLET_CHECK(id >= 0 && id < vocab, "{}: {} {} is outside the vocabulary [0, {})", cfg.where(), key, id, vocab);
+    EAGLET_CHECK(id >= 0 && id < c.vocab, "{}: {} {} is outside the vocabulary [0, {})", cfg.where(), key, id, c.vocab);
     return int(id);
   };
   if (cfg.has("bos_token_id")) c.bos_token = special_id("bos_token_id", cfg.get_int("bos_token_id"));

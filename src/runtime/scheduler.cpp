@@ -213,8 +213,7 @@ void Scheduler::step() {
     }
   running_.erase(std::remove(running_.begin(), running_.end(), nullptr), running_.end());
   admit();
-  publish_gauges();
-  if (running_.empty()) return;
+  if (running_.empty()) return publish_gauges();
 
   Model& model = *bundle_.model;
   const int V = model.config().vocab;

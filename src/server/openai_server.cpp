@@ -96,12 +96,12 @@ struct OpenAiServer::Impl {
       return ApiError{400, fmt::format("This model's maximum context length is {} tokens. However, your request has {} input tokens.",
                                        max_len, n), "invalid_request_error", param};
     };
-    std::string text = r.prompt_text;
+    std::string rendered;  // chat: the template's output
     if (r.chat) {
       if (!chat_template)
         throw ApiError{400, "this model's tokenizer_config.json has no chat_template; use /v1/completions", "invalid_request_error", "messages"};
       try {
-        text = chat_template->render(r.messages, true, bundle.tokenizer);
+        rendered = chat_template->render(r.messages, true, bundle.tokenizer);
       } catch (const std::exception& e) {
         throw ApiError{400, std::string("chat template failed: ") + e.what(), "invalid_request_error", "messages"};
       }
@@ -112,13 +112,12 @@ struct OpenAiServer::Impl {
       for (int64_t t : r.prompt_ids)
         if (t < 0 || t >= V) throw ApiError{400, fmt::format("token id {} is outside the vocabulary [0, {})", t, V), "invalid_request_error", "prompt"};
       ids.assign(r.prompt_ids.begin(), r.prompt_ids.end());
-    } else {
+    } else {  // the tokenizer only produces ids the model has (load_bundle checks)
+      const std::string& text = r.chat ? rendered : r.prompt_text;
       if (const size_t least = bundle.tokenizer.min_tokens(text.size()); least >= size_t(max_len))
         throw too_long(fmt::format("at least {}", least));
       ids = bundle.tokenizer.encode(text, r.chat ? 0 : -1, true, size_t(max_len));
       if (ids.size() >= size_t(max_len)) throw too_long(fmt::format("at least {}", ids.size()));
-      for (int t : ids)  // the tokenizer can only produce ids the model has (checked at load)
-        if (t < 0 || t >= V) throw ApiError{500, fmt::format("the tokenizer produced id {} outside the vocabulary", t), "server_error", ""};
     }
     if (ids.empty()) throw ApiError{400, "the prompt is empty", "invalid_request_error", param};
     return ids;

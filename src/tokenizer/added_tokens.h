@@ -28,7 +28,6 @@ class AddedTokenMatcher {
   // The id of a token with exactly this content, or -1.
   int find(std::string_view content) const;
   size_t max_length() const { return max_length_; }
-  bool empty() const { return nodes_.size() == 1; }
 
  private:
   struct Node {

@@ -148,30 +148,31 @@ Tokenizer Tokenizer::build(const json& tj, const std::string& where, const json&
   if (!added.is_array()) fail("{}: 'added_tokens' must be a list", where);
   if (vocab.empty() && added.empty()) fail("{}: the vocabulary is empty (model.vocab and added_tokens)", where);
   const int64_t id_limit = int64_t(vocab.size() + added.size()) + kMaxIdGap;
-  auto checked_id = [&](const json& v, const std::string& what) {
+  // `what` names the entry (a callable, so the name is only built for an error).
+  auto checked_id = [&](const json& v, const auto& what) {
     int64_t id;
-    if (!json_int64(v, &id)) fail("{}: {} must be an integer token id (got {})", where, what, json_brief(v));
+    if (!json_int64(v, &id)) fail("{}: {} must be an integer token id (got {})", where, what(), json_brief(v));
     if (id < 0 || id >= id_limit)
-      fail("{}: {} has id {}, outside [0, {}): ids must number the {} tokens without large gaps", where, what, id,
+      fail("{}: {} has id {}, outside [0, {}): ids must number the {} tokens without large gaps", where, what(), id,
            id_limit, vocab.size() + added.size());
     return int(id);
   };
   std::vector<std::pair<const std::string*, int>> vocab_ids;
   int max_id = -1;
   for (auto& [k, v] : vocab.items()) {
-    vocab_ids.emplace_back(&k, checked_id(v, "model.vocab['" + k + "']"));
+    vocab_ids.emplace_back(&k, checked_id(v, [&] { return "model.vocab['" + k + "']"; }));
     max_id = std::max(max_id, vocab_ids.back().second);
   }
   struct Added { std::string content; int id; bool special; };
   std::vector<Added> added_tokens;
   for (size_t i = 0; i < added.size(); ++i) {
     const json& a = added[i];
-    const std::string what = fmt::format("added_tokens[{}]", i);
+    auto what = [i] { return fmt::format("added_tokens[{}]", i); };
     if (!a.is_object() || !a.contains("content") || !a["content"].is_string())
-      fail("{}: {} needs a string 'content'", where, what);
-    if (!a.contains("id")) fail("{}: {} needs an 'id'", where, what);
+      fail("{}: {} needs a string 'content'", where, what());
+    if (!a.contains("id")) fail("{}: {} needs an 'id'", where, what());
     const json special = a.value("special", json(false));
-    if (!special.is_boolean()) fail("{}: {}.special must be true or false", where, what);
+    if (!special.is_boolean()) fail("{}: {}.special must be true or false", where, what());
     added_tokens.push_back({a["content"].get<std::string>(), checked_id(a["id"], what), special.get<bool>()});
     max_id = std::max(max_id, added_tokens.back().id);
   }
@@ -401,9 +402,9 @@ Tokenizer Tokenizer::build_gguf(const json& meta, const std::string& path) {
       t.bytes_to_id_[text] = int(i);
     }
   }
-  t.unk_id_ = gguf_special_id(meta, "tokenizer.ggml.unknown_token_id", tokens.size(), path);
-  t.bos_id_ = gguf_special_id(meta, "tokenizer.ggml.bos_token_id", tokens.size(), path);
-  if (const int eos = gguf_special_id(meta, "tokenizer.ggml.eos_token_id", tokens.size(), path); eos >= 0) t.eos_ids_.push_back(eos);
+  t.unk_id_ = gguf_special_id(meta, "tokenizer.ggml.unknown_token_id", n_tokens, path);
+  t.bos_id_ = gguf_special_id(meta, "tokenizer.ggml.bos_token_id", n_tokens, path);
+  if (const int eos = gguf_special_id(meta, "tokenizer.ggml.eos_token_id", n_tokens, path); eos >= 0) t.eos_ids_.push_back(eos);
   t.add_bos_ = meta.value("tokenizer.ggml.add_bos_token", true);
   t.finish_load();
   return t;
