@@ -160,7 +160,8 @@ Tokenizer Tokenizer::build(const json& tj, const std::string& where, const json&
   std::vector<std::pair<const std::string*, int>> vocab_ids;
   int max_id = -1;
   for (auto& [k, v] : vocab.items()) {
-    vocab_ids.emplace_back(&k, checked_id(v, [&] { return "model.vocab['" + k + "']"; }));
+    const std::string& key = k;  // (clang 14 cannot capture a structured binding)
+    vocab_ids.emplace_back(&key, checked_id(v, [&] { return "model.vocab['" + key + "']"; }));
     max_id = std::max(max_id, vocab_ids.back().second);
   }
   struct Added { std::string content; int id; bool special; };
