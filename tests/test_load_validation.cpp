@@ -12,7 +12,7 @@
 #include "io/mapped_file.h"
 #include "models/model.h"
 #include "runtime/scheduler.h"
-#include "spec/spec_setup.h"
+#include "speculation/spec_setup.h"
 #include "support/test_util.h"
 #include "tokenizer/tokenizer.h"
 

@@ -9,9 +9,8 @@
 #include "engine/generator.h"
 #include "engine/model_bundle.h"
 #include "models/eagle3.h"
-#include "spec/eagle3_proposer.h"
-#include "spec/ngram_proposer.h"
-#include "spec/speculative_generator.h"
+#include "speculation/eagle3_proposer.h"
+#include "speculation/ngram_proposer.h"
 #include "support/greedy_check.h"
 #include "support/minimax_fixture.h"
 #include "support/synthetic_eagle3.h"
@@ -43,11 +42,6 @@ TEST(MiniMaxSpeculative, InferactDraftConfigTapsTheDefaultM3Layers) {
   EXPECT_EQ(c.draft_vocab, 200064);
 }
 
-int64_t expect_greedy_equal(Model& target, const Tokenizer& tok, const std::vector<std::vector<int>>& prompts,
-                            const std::function<std::unique_ptr<Proposer>()>& make, int max_tokens,
-                            const std::vector<int>& ks) {
-  return test::expect_greedy_equal(target, tok, {}, prompts, make, max_tokens, ks);
-}
 
 TEST(MiniMaxSpeculative, GreedyEqualsPlainWithAnInferactStyleDraft) {
   if (!test::python_numpy_available()) GTEST_SKIP() << "needs /usr/bin/python3 with numpy (apt: python3-numpy)";
@@ -64,13 +58,15 @@ TEST(MiniMaxSpeculative, GreedyEqualsPlainWithAnInferactStyleDraft) {
   ds.fc_norm = ds.norm_output = true;
   ds.aux_ids = {1, 3, 5};
   test::write_draft(dir.file("draft"), ds);
-  auto draft = Eagle3Draft::load(dir.file("draft"), *b.model);
   // 250-280 token prompts + 24 new tokens: positions cross 256, where MSA keeps 2 of 3 blocks.
   const auto prompts = test::byte_prompts(4, 250);
-  expect_greedy_equal(*b.model, b.tokenizer, prompts, [&] { return std::make_unique<Eagle3Proposer>(*draft, 512); },
-                      24, {1, 3, 4});
-  EXPECT_GT(expect_greedy_equal(*b.model, b.tokenizer, prompts, [] { return std::make_unique<NgramProposer>(); }, 24, {3}),
-            0)
+  // Sparse attention verifies chains: tree shapes and auto fall back to chains of their depth.
+  SpecOptions eagle;
+  eagle.draft_dir = dir.file("draft");
+  test::expect_greedy_equal(*b.model, b.tokenizer, {}, prompts, eagle, 24, {"k=1", "k=3", "k=4", "topk=4,depth=3,budget=8"});
+  SpecOptions ngram;
+  ngram.method = "ngram";
+  EXPECT_GT(test::expect_greedy_equal(*b.model, b.tokenizer, {}, prompts, ngram, 24, {"k=3"}), 0)
       << "no draft token was ever accepted, so the accept path went untested";
 }
 

@@ -6,7 +6,7 @@
 
 #include "engine/model_bundle.h"
 #include "models/eagle3.h"
-#include "spec/eagle3_proposer.h"
+#include "speculation/eagle3_proposer.h"
 #include "support/greedy_check.h"
 #include "support/minimax_fixture.h"
 #include "support/test_util.h"
@@ -40,8 +40,9 @@ TEST(MiniMaxSpeculative, TrainerTrainsADraftOnChatDataThatLoadsAndRuns) {
   auto draft = Eagle3Draft::load(s.export_dir, *b.model);
   EXPECT_EQ(draft->config().aux_layers, (std::vector<int>{1, 3, 5}));
   const auto prompts = test::byte_prompts(2, 60);
-  test::expect_greedy_equal(*b.model, b.tokenizer, {}, prompts,
-                            [&] { return std::make_unique<Eagle3Proposer>(*draft, 256); }, 16, {3});
+  SpecOptions eagle;
+  eagle.draft_dir = s.export_dir;
+  test::expect_greedy_equal(*b.model, b.tokenizer, {}, prompts, eagle, 16, {"k=3"});
 }
 
 }  // namespace

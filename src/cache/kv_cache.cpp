@@ -89,6 +89,28 @@ void KvCache::truncate(SeqId seq, int64_t n) {
   }
 }
 
+void KvCache::keep_rows(SeqId seq, int64_t start, const std::vector<int64_t>& rows) {
+  Seq& s = get(seq);
+  const int bs = shape_.block_size;
+  const size_t row = size_t(row_stride()), aux_row = size_t(shape_.aux_dim);
+  for (size_t j = 0; j < rows.size(); ++j) {
+    const int64_t from = rows[j], to = start + int64_t(j);
+    EAGLET_CHECK(from >= to && from < s.length && (j == 0 || from > rows[j - 1]),
+                 "KV cache: keep_rows row {} is not an ascending row >= {} below length {}", from, to, s.length);
+    if (from == to) continue;
+    const int32_t fb = s.blocks[size_t(from / bs)], tb = s.blocks[size_t(to / bs)];
+    EAGLET_CHECK(refcount_[size_t(tb)] == 1, "KV cache: keep_rows into a block shared with another sequence");
+    const size_t fo = size_t(from % bs), to_off = size_t(to % bs);
+    for (int l = 0; l < shape_.num_layers; ++l) {
+      std::memcpy(key_block(l, tb) + to_off * row, key_block(l, fb) + fo * row, row * sizeof(float));
+      std::memcpy(value_block(l, tb) + to_off * row, value_block(l, fb) + fo * row, row * sizeof(float));
+      if (aux_row)
+        std::memcpy(aux_block(l, tb) + to_off * aux_row, aux_block(l, fb) + fo * aux_row, aux_row * sizeof(float));
+    }
+  }
+  truncate(seq, start + int64_t(rows.size()));
+}
+
 bool KvCache::reserve(SeqId seq, int64_t n) {
   Seq& s = get(seq);
   if (n <= 0) return true;

@@ -44,6 +44,9 @@ class KvCache {
   bool contains(SeqId seq) const { return seqs_.count(seq) != 0; }
   int64_t length(SeqId seq) const;
   void truncate(SeqId seq, int64_t n);  // keep the first n tokens
+  // Keeps the first `start` tokens followed by the tokens at `rows` (ascending, each >= start):
+  // after a token tree's verification the accepted path's rows move into place, no recompute.
+  void keep_rows(SeqId seq, int64_t start, const std::vector<int64_t>& rows);
 
   // Makes room for `n` more tokens (allocating blocks, un-sharing the last one); returns false
   // and changes nothing when the pool has too few free blocks.

@@ -17,7 +17,7 @@
 #include "core/thread_pool.h"
 #include "engine/model_bundle.h"
 #include "engine/prompt_dataset.h"
-#include "spec/speculative_generator.h"
+#include "speculation/cost_model.h"
 
 namespace eaglet::cli {
 
@@ -35,6 +35,8 @@ struct BenchOptions {
   bool skip_bandwidth = false;
   bool ignore_eos = false;
   std::string json_out;
+  std::vector<std::string> compare_shapes;  // more draft shapes run in the same run ("k=N" or --draft-shape)
+  bool cost_curve = false;
 };
 
 const std::vector<std::string> kDefaultPrompts = {
@@ -64,7 +66,7 @@ void run_bench(BenchOptions o) {
   std::vector<std::string> texts = o.dataset.empty() ? kDefaultPrompts : load_prompts(o.dataset, o.num_prompts);
   if (int(texts.size()) > o.num_prompts) texts.resize(size_t(o.num_prompts));
   std::vector<std::vector<int>> prompts;
-  const int max_prompt = b.model->config().max_position - o.max_tokens - spec.k() - 2;
+  const int max_prompt = b.model->config().max_position - o.max_tokens - spec.max_step_tokens() - 2;
   EAGLET_CHECK(max_prompt > 0, "--max-tokens {} leaves no room for a prompt in the context of {}", o.max_tokens,
                b.model->config().max_position);
   for (auto& t : texts) {
@@ -93,13 +95,30 @@ void run_bench(BenchOptions o) {
     run["prefill"] = {{"tokens", o.prefill_tokens}, {"tokens_per_second", prefill}};
     // What one decode step really reads (MoE: only the routed experts) and what a k+1-token
     // verification pass costs relative to it.
-    const VerifyCost vc = measure_verify_cost(b, prompts[0], spec.k() + 1, o.verify_reps);
+    const VerifyCost vc = measure_verify_cost(b, prompts[0], std::max(1, spec.k()) + 1, o.verify_reps);
     const double weight_gb = vc.step.weight_gb;
     auto pass_json = [](const PassCost& p) {
       return nlohmann::json{{"seconds", p.seconds}, {"weight_gb", p.weight_gb}, {"experts_touched", p.experts_touched}};
     };
     run["verify_cost"] = {{"prompt_tokens", prompts[0].size()}, {"verify_tokens", vc.verify_tokens},
                           {"step", pass_json(vc.step)}, {"verify", pass_json(vc.verify)}, {"ratio", vc.ratio()}};
+    if (o.cost_curve) {
+      // c(n)/c(1) of the target forward for n = 1..32 (as the cost model measures it), and a
+      // 16-node token tree's verification against one decode step.
+      const CostModel cm = CostModel::measure(*b.model, o.verify_reps);
+      nlohmann::json curve = nlohmann::json::array();
+      std::printf("  forward cost c(n)/c(1):");
+      for (auto& [n, sec] : cm.points()) {
+        curve.push_back({{"tokens", n}, {"seconds", sec}, {"ratio", sec / cm.target_seconds(1)}});
+        std::printf(" %d:%.2f", n, sec / cm.target_seconds(1));
+      }
+      const VerifyCost tree = measure_tree_verify_cost(b, prompts[0], o.verify_reps);
+      std::printf("\n  16-node tree verification (topk 4, depth 2): %.2f ms = %.2fx one step\n", tree.verify.seconds * 1e3,
+                  tree.ratio());
+      run["cost_curve"] = curve;
+      run["tree_verify_cost"] = {{"tree_tokens", tree.verify_tokens}, {"step", pass_json(tree.step)},
+                                 {"verify", pass_json(tree.verify)}, {"ratio", tree.ratio()}};
+    }
     const ProbedBaseline probed =
         run_baseline_with_probes(b, prompts, o.max_tokens, o.sampling, o.ignore_eos, !o.skip_bandwidth);
     const RunTotals& base = probed.totals;
@@ -156,25 +175,38 @@ void run_bench(BenchOptions o) {
     if (!o.skip_bandwidth)
       std::printf(" (%.0f%% of read, %.0f%% of copy bandwidth)", 100 * eff_p50 / bw.read_gbps, 100 * eff_p50 / bw.copy_gbps);
     std::printf("\n");
-    if (spec.enabled()) {
-      RunTotals sp = run_prompts(b, prompts, o.max_tokens, o.sampling, o.ignore_eos, &spec);
+    auto run_spec = [&](const SpecSetup& setup) {
+      RunTotals sp = run_prompts(b, prompts, o.max_tokens, o.sampling, o.ignore_eos, &setup);
       int identical = 0;
       for (size_t i = 0; i < prompts.size(); ++i) identical += sp.outputs[i] == base.outputs[i];
       const double speedup = base.tokens_per_second() > 0 ? sp.tokens_per_second() / base.tokens_per_second() : 0;
-      nlohmann::json sj = {{"method", spec.method()},
-                           {"num_speculative_tokens", spec.k()},
-                           {"decode_tokens", sp.tokens},
-                           {"decode_seconds", sp.seconds},
-                           {"decode_tokens_per_second", sp.tokens_per_second()},
-                           {"speedup", speedup},
-                           {"outputs_identical_to_baseline", identical},
-                           {"spec_decode", spec_json(sp.spec)}};
-      run["speculative"] = sj;
-      std::printf("  %-9s: %7.2f tok/s decode, %lld tokens, speedup %.2fx, outputs identical to baseline: %d/%zu\n",
-                  spec.method().c_str(), sp.tokens_per_second(), (long long)sp.tokens, speedup, identical, prompts.size());
-      std::printf("  %s\n", sp.spec.summary().c_str());
-      std::printf("  time split: target %.2fs, draft %.2fs, verify %.2fs\n", sp.spec.target_seconds,
+      std::printf("  %s\n    %7.2f tok/s decode, %lld tokens, speedup %.2fx, outputs identical to baseline: %d/%zu\n",
+                  setup.describe().c_str(), sp.tokens_per_second(), (long long)sp.tokens, speedup, identical,
+                  prompts.size());
+      std::printf("    %s\n", sp.spec.summary().c_str());
+      std::printf("    time split: target %.2fs, draft %.2fs, verify %.2fs\n", sp.spec.target_seconds,
                   sp.spec.draft_seconds, sp.spec.verify_seconds);
+      return nlohmann::json{{"method", setup.method()},
+                            {"draft_shape", setup.describe()},
+                            {"num_speculative_tokens", setup.k()},
+                            {"decode_tokens", sp.tokens},
+                            {"decode_seconds", sp.seconds},
+                            {"decode_tokens_per_second", sp.tokens_per_second()},
+                            {"speedup", speedup},
+                            {"outputs_identical_to_baseline", identical},
+                            {"spec_decode", spec_json(sp.spec)}};
+    };
+    if (spec.enabled()) run["speculative"] = run_spec(spec);
+    for (const std::string& shape : o.compare_shapes) {
+      SpecOptions so = o.spec;
+      if (shape.rfind("k=", 0) == 0) {
+        so.num_speculative_tokens = std::stoi(shape.substr(2));
+        so.draft_shape = "";
+      } else {
+        so.draft_shape = shape;
+      }
+      const SpecSetup other(so, *b.model);
+      run["speculative_compared"].push_back(run_spec(other));
     }
     report["runs"].push_back(run);
   }
@@ -208,6 +240,9 @@ void add_bench(CLI::App& app) {
   cmd->add_flag("--ignore-eos", o->ignore_eos, "always generate --max-tokens tokens");
   cmd->add_flag("--skip-bandwidth", o->skip_bandwidth, "skip the memory bandwidth measurement");
   cmd->add_option("--json", o->json_out, "write the report as JSON to this file");
+  cmd->add_option("--compare-shapes", o->compare_shapes,
+                  "more draft shapes measured in the same run: k=N (chain) or a --draft-shape value");
+  cmd->add_flag("--cost-curve", o->cost_curve, "report the forward cost c(n)/c(1), n = 1..32, and a 16-node tree's");
   cmd->callback([o] { run_bench(*o); });
 }
 

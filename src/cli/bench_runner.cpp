@@ -6,11 +6,27 @@
 #include "cli/report.h"
 #include "core/thread_pool.h"
 #include "engine/generator.h"
-#include "spec/speculative_generator.h"
+#include "engine/engine_core.h"
 
 namespace eaglet::cli {
 
+// A one-token step versus a pass over `verify_tokens` tokens (a tree when `parents` is given).
+static VerifyCost measure_pass_cost(ModelBundle& b, const std::vector<int>& prompt, int verify_tokens,
+                                    const std::vector<int>& parents, int reps);
+
 VerifyCost measure_verify_cost(ModelBundle& b, const std::vector<int>& prompt, int verify_tokens, int reps) {
+  return measure_pass_cost(b, prompt, verify_tokens, {}, reps);
+}
+
+VerifyCost measure_tree_verify_cost(ModelBundle& b, const std::vector<int>& prompt, int reps) {
+  std::vector<int> parents = {-1, 0, 0, 0, 0};
+  for (int c = 1; c <= 4; ++c)
+    for (int g = 0; g < 3; ++g) parents.push_back(c);
+  return measure_pass_cost(b, prompt, int(parents.size()), parents, reps);
+}
+
+static VerifyCost measure_pass_cost(ModelBundle& b, const std::vector<int>& prompt, int verify_tokens,
+                             const std::vector<int>& parents, int reps) {
   VerifyCost c;
   c.verify_tokens = verify_tokens;
   const int64_t n = int64_t(prompt.size());
@@ -21,6 +37,7 @@ VerifyCost measure_verify_cost(ModelBundle& b, const std::vector<int>& prompt, i
     PassCost p;
     ForwardBatch batch;
     SeqChunk chunk{seq, {}, {}};
+    if (tokens > 1) chunk.parents = parents;
     for (int i = 0; i < tokens; ++i) {
       chunk.tokens.push_back(prompt[size_t(i) % prompt.size()]);
       chunk.logit_rows.push_back(i);
@@ -50,6 +67,17 @@ RunTotals run_prompts(ModelBundle& b, const std::vector<std::vector<int>>& promp
                       const SamplingParams& sampling, bool ignore_eos, const SpecSetup* spec,
                       const std::function<void(double decode_seconds)>& after_prompt) {
   RunTotals t;
+  // One engine for all prompts, as a server at concurrency 1: the draft policy's acceptance
+  // statistics carry over from prompt to prompt.
+  std::unique_ptr<SpecSetup> none;
+  if (!spec) spec = (none = std::make_unique<SpecSetup>(SpecOptions{}, *b.model)).get();
+  int64_t longest = 0;
+  for (auto& ids : prompts) longest = std::max<int64_t>(longest, int64_t(ids.size()) + max_tokens);
+  EngineOptions o;
+  o.max_num_seqs = 1;
+  o.max_model_len = int(std::min<int64_t>(longest + 1, b.model->config().max_position));
+  o.kv_blocks = kv_blocks_for(o.max_model_len + spec->max_step_tokens());
+  EngineCore engine(*b.model, b.tokenizer, *spec, o);
   for (auto& ids : prompts) {
     GenerationRequest req;
     req.prompt_ids = ids;
@@ -57,13 +85,7 @@ RunTotals run_prompts(ModelBundle& b, const std::vector<std::vector<int>>& promp
     req.stop.max_tokens = max_tokens;
     req.stop.stop_tokens = b.eos_ids;
     req.stop.ignore_eos = ignore_eos;
-    GenerationResult r;
-    if (spec && spec->enabled()) {
-      auto proposer = spec->new_proposer(int(ids.size()) + max_tokens + spec->k() + 1);
-      r = generate_speculative(*b.model, b.tokenizer, *proposer, req, spec->k(), &t.spec);
-    } else {
-      r = generate(*b.model, b.tokenizer, req);
-    }
+    const GenerationResult r = run_request(engine, req);
     t.tokens += std::max<int64_t>(0, r.stats.generated_tokens - 1);
     t.seconds += r.stats.decode_seconds;
     t.inter_token_seconds.insert(t.inter_token_seconds.end(), r.stats.inter_token_seconds.begin(),
@@ -71,6 +93,7 @@ RunTotals run_prompts(ModelBundle& b, const std::vector<std::vector<int>>& promp
     t.outputs.push_back(r.token_ids);
     if (after_prompt) after_prompt(r.stats.decode_seconds);
   }
+  t.spec = engine.spec_metrics();
   return t;
 }
 

@@ -6,8 +6,8 @@
 
 #include "core/memory_bandwidth.h"
 #include "engine/model_bundle.h"
-#include "spec/metrics.h"
-#include "spec/spec_setup.h"
+#include "speculation/metrics.h"
+#include "speculation/spec_setup.h"
 
 namespace eaglet {
 struct SamplingParams;
@@ -40,6 +40,8 @@ struct VerifyCost {
   double ratio() const { return step.seconds > 0 ? verify.seconds / step.seconds : 0; }
 };
 VerifyCost measure_verify_cost(ModelBundle& b, const std::vector<int>& prompt, int verify_tokens, int reps);
+// The same for a 16-node token tree (4 root children with 3 children each) plus its root.
+VerifyCost measure_tree_verify_cost(ModelBundle& b, const std::vector<int>& prompt, int reps);
 
 // `after_prompt` (optional) runs after each prompt with that prompt's decode seconds.
 RunTotals run_prompts(ModelBundle& b, const std::vector<std::vector<int>>& prompts, int max_tokens,

@@ -2,7 +2,7 @@
 #pragma once
 #include <CLI/CLI.hpp>
 
-#include "spec/spec_setup.h"
+#include "speculation/spec_setup.h"
 
 namespace eaglet::cli {
 

@@ -8,7 +8,8 @@
 #include "cli/commands.h"
 #include "cli/report.h"
 #include "engine/model_bundle.h"
-#include "spec/speculative_generator.h"
+#include "engine/generator.h"
+#include "speculation/spec_setup.h"
 
 namespace eaglet::cli {
 
@@ -45,13 +46,7 @@ void run_generate(const GenerateOptions& o) {
     };
   }
   SpecMetrics metrics;
-  GenerationResult r;
-  if (spec.enabled()) {
-    auto proposer = spec.new_proposer(int(req.prompt_ids.size()) + o.max_tokens + spec.k() + 1);
-    r = generate_speculative(*b.model, b.tokenizer, *proposer, req, spec.k(), &metrics);
-  } else {
-    r = generate(*b.model, b.tokenizer, req);
-  }
+  const GenerationResult r = generate(*b.model, b.tokenizer, req, &spec, &metrics);
   const auto& st = r.stats;
   if (o.json) {
     nlohmann::json stats = stats_json(st);
@@ -59,6 +54,7 @@ void run_generate(const GenerateOptions& o) {
       stats["spec_decode"] = spec_json(metrics);
       stats["spec_decode"]["method"] = spec.method();
       stats["spec_decode"]["num_speculative_tokens"] = spec.k();
+      stats["spec_decode"]["draft_shape"] = spec.describe();
     }
     nlohmann::json j = {{"model", b.label()},       {"prompt_token_ids", r.prompt_ids}, {"token_ids", r.token_ids},
                         {"text", r.text},           {"finish_reason", r.finish_reason}, {"stats", stats}};

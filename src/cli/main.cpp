@@ -18,9 +18,17 @@ void add_common_options(CLI::App* cmd, CommonOptions* o) {
 
 void add_spec_options(CLI::App* cmd, SpecOptions* o) {
   cmd->add_option("--draft", o->draft_dir, "EAGLE-3 draft directory (LlamaForCausalLMEagle3 / Eagle3Speculator)");
-  cmd->add_option("-k,--num-speculative-tokens", o->num_speculative_tokens, "draft tokens per step (0 = off)")
-      ->check(CLI::Range(0, 16));
   cmd->add_option("--spec-method", o->method, "eagle3 | ngram | none (default: eagle3 with --draft, else none)");
+  cmd->add_option("-k,--num-speculative-tokens", o->num_speculative_tokens,
+                  "draft a chain of k tokens per step (0 = off; default: --draft-shape auto)")
+      ->check(CLI::Range(0, 16));
+  cmd->add_option("--draft-shape", o->draft_shape,
+                  "auto (cost model picks the tree each step; the default) | chain (with -k) | "
+                  "topk=N,depth=N,budget=N (a fixed EAGLE-3 tree)");
+  cmd->add_option("--ngram-max", o->ngram_max, "n-gram lookup: longest n tried")->check(CLI::Range(1, 64));
+  cmd->add_option("--ngram-min", o->ngram_min, "n-gram lookup: shortest n tried")->check(CLI::Range(1, 64));
+  cmd->add_option("--cost-model-cache", o->cost_model_cache,
+                  "file caching the measured forward costs (default: ~/.cache/eaglet/cost_model.json; off = measure)");
   cmd->add_option("--aux-numbering", o->aux_numbering,
                   "how the draft config numbers aux layers: input (vLLM, default) | output (SGLang/SpecForge/TorchSpec)");
 }

@@ -27,6 +27,8 @@ nlohmann::json spec_json(const SpecMetrics& m) {
           {"mean_acceptance_length", m.mean_acceptance_length()},
           {"per_position_acceptance_rate", m.per_position_rates()},
           {"draft_acceptance_rate", m.draft_acceptance_rate()},
+          {"mean_draft_tokens", m.mean_draft_tokens()},
+          {"drafts_by_size", m.drafts_by_size},
           {"target_seconds", m.target_seconds},
           {"draft_seconds", m.draft_seconds},
           {"verify_seconds", m.verify_seconds}};

@@ -3,7 +3,7 @@
 #include <nlohmann/json.hpp>
 
 #include "engine/generator.h"
-#include "spec/metrics.h"
+#include "speculation/metrics.h"
 
 namespace eaglet::cli {
 

@@ -3,19 +3,12 @@
 #include <chrono>
 
 #include "core/error.h"
+#include "engine/engine_core.h"
 
 namespace eaglet {
 
 double monotonic_seconds() {
   return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
-}
-
-void finalize_result(const OutputTracker& tracker, double decode_start, GenerationResult* res) {
-  res->stats.decode_seconds = decode_start > 0 ? monotonic_seconds() - decode_start : 0;
-  res->token_ids = tracker.tokens();
-  res->stats.generated_tokens = int64_t(res->token_ids.size());
-  res->text = tracker.text();
-  res->finish_reason = tracker.finished() ? tracker.finish_reason() : "length";
 }
 
 int64_t kv_blocks_for(int64_t tokens, int block_size) { return (tokens + block_size - 1) / block_size + 1; }
@@ -37,47 +30,61 @@ std::vector<float> prefill(Model& model, KvCache& cache, SeqId seq, const std::v
   return out.logits;
 }
 
-GenerationResult generate(Model& model, const Tokenizer& tok, const GenerationRequest& req) {
-  const ModelConfig& cfg = model.config();
+GenerationResult run_request(EngineCore& engine, const GenerationRequest& req) {
   validate(req.sampling);
-  const int64_t total = int64_t(req.prompt_ids.size()) + req.stop.max_tokens;
-  if (int64_t(req.prompt_ids.size()) >= cfg.max_position)
-    fail("prompt of {} tokens does not fit the model's context of {} tokens", req.prompt_ids.size(), cfg.max_position);
-  KvCache cache(model.kv_shape(kv_blocks_for(std::min<int64_t>(total, cfg.max_position))));
-  const SeqId seq = cache.create();
-  Sampler sampler(req.sampling);
-  OutputTracker tracker(tok, req.stop);
+  EAGLET_CHECK(!req.prompt_ids.empty(), "empty prompt");
+  if (int64_t(req.prompt_ids.size()) >= engine.options().max_model_len)
+    fail("prompt of {} tokens does not fit the model's context of {} tokens", req.prompt_ids.size(),
+         engine.options().max_model_len);
   GenerationResult res;
   res.prompt_ids = req.prompt_ids;
-
-  double t0 = monotonic_seconds();
-  std::vector<float> logits = prefill(model, cache, seq, req.prompt_ids, req.prefill_chunk);
   res.stats.prompt_tokens = int64_t(req.prompt_ids.size());
-  res.stats.prefill_seconds = monotonic_seconds() - t0;
-
-  const int V = cfg.vocab;
-  t0 = 0;
-  double last = 0;
-  while (true) {
-    const int token = sampler.sample(logits.data(), V);
+  auto r = std::make_shared<Request>();
+  r->prompt = req.prompt_ids;
+  r->sampling = req.sampling;
+  r->stop = req.stop;
+  const double start = monotonic_seconds();
+  double first = 0, last = 0;
+  r->on_output = [&](const std::string& text, const std::vector<TokenLogprob>& tokens) {
     const double now = monotonic_seconds();
-    if (t0 == 0) t0 = now;
-    else res.stats.inter_token_seconds.push_back(now - last);
-    last = now;
-    const bool more = tracker.append(token);
-    if (req.on_text) {
-      const std::string delta = tracker.take_new_text();
-      if (!delta.empty()) req.on_text(delta);
+    for (auto& t : tokens) {
+      if (first == 0) first = now;
+      else res.stats.inter_token_seconds.push_back(now - last);
+      last = now;
+      res.token_ids.push_back(t.token);
     }
-    if (!more) break;
-    if (cache.length(seq) + 1 >= cfg.max_position) break;  // context full: "length"
-    ForwardBatch batch;
-    batch.chunks.push_back(SeqChunk{seq, {token}, {0}});
-    ForwardOutput out;
-    model.forward(cache, batch, &out);
-    logits.swap(out.logits);
-  }
-  finalize_result(tracker, t0, &res);
+    res.text += text;
+    if (req.on_text && !text.empty()) req.on_text(text);
+  };
+  bool done = false;
+  r->on_finish = [&](const std::string& reason, int) {
+    res.finish_reason = reason;
+    done = true;
+  };
+  EAGLET_CHECK(engine.try_add(r), "the engine has no room for the request");
+  while (!done) engine.step();
+  const double end = monotonic_seconds();
+  if (first == 0) first = end;
+  res.stats.prefill_seconds = first - start;
+  res.stats.decode_seconds = end - first;
+  res.stats.generated_tokens = int64_t(res.token_ids.size());
+  return res;
+}
+
+GenerationResult generate(Model& model, const Tokenizer& tok, const GenerationRequest& req, const SpecSetup* spec,
+                          SpecMetrics* metrics) {
+  std::unique_ptr<SpecSetup> none;
+  if (!spec) spec = (none = std::make_unique<SpecSetup>(SpecOptions{}, model)).get();
+  EngineOptions o;
+  o.max_num_seqs = 1;
+  o.prefill_chunk = req.prefill_chunk;
+  const int64_t tokens =
+      std::min<int64_t>(int64_t(req.prompt_ids.size()) + req.stop.max_tokens, model.config().max_position);
+  o.max_model_len = int(std::min<int64_t>(tokens + 1, model.config().max_position));
+  o.kv_blocks = kv_blocks_for(o.max_model_len + spec->max_step_tokens());
+  EngineCore engine(model, tok, *spec, o);
+  GenerationResult res = run_request(engine, req);
+  if (metrics) metrics->merge(engine.spec_metrics());
   return res;
 }
 

@@ -1,5 +1,6 @@
-// Plain autoregressive generation for one sequence: chunked prefill, then one token per forward.
-// The baseline that speculative decoding must reproduce and beat.
+// One request run to completion on the engine core (engine/engine_core.h), on the calling
+// thread: plain decoding without a SpecSetup (the baseline speculative decoding must reproduce
+// and beat), speculative decoding with one. Also the chunked prefill helper the tools share.
 #pragma once
 #include <functional>
 #include <string>
@@ -14,7 +15,8 @@ namespace eaglet {
 struct GenerationStats {
   int64_t prompt_tokens = 0, generated_tokens = 0;
   double prefill_seconds = 0, decode_seconds = 0;
-  // Seconds between consecutive output tokens (inter-token latency), one per plain decode step.
+  // Seconds between consecutive output tokens (inter-token latency); the tokens one speculative
+  // step emits follow each other with ~0 s.
   std::vector<double> inter_token_seconds;
   double prefill_tokens_per_second() const { return prefill_seconds > 0 ? double(prompt_tokens) / prefill_seconds : 0; }
   // The first token comes from the prefill logits; decode speed counts the tokens after it.
@@ -37,15 +39,22 @@ struct GenerationRequest {
   std::function<void(const std::string&)> on_text;  // streamed text deltas
 };
 
+class EngineCore;
+class SpecSetup;
+struct SpecMetrics;
+
 // Blocks in a cache sized for one sequence of `tokens` tokens.
 int64_t kv_blocks_for(int64_t tokens, int block_size = 16);
 
-GenerationResult generate(Model& model, const Tokenizer& tok, const GenerationRequest& req);
+// Runs `req` on an idle engine until it finishes.
+GenerationResult run_request(EngineCore& engine, const GenerationRequest& req);
+// An engine sized for this one request (speculative with `spec` when enabled); `metrics`
+// (optional) receives the speculation counters.
+GenerationResult generate(Model& model, const Tokenizer& tok, const GenerationRequest& req,
+                          const SpecSetup* spec = nullptr, SpecMetrics* metrics = nullptr);
 
 // Seconds on a monotonic clock, for the stats above.
 double monotonic_seconds();
-// Copies the generated tokens, text and finish reason out of a finished decode loop.
-void finalize_result(const OutputTracker& tracker, double decode_start, GenerationResult* res);
 
 // Runs the prompt through the model in chunks; returns the last position's logits [vocab].
 // `tap_layers`/`taps` (optional) collect hidden-state taps for every prompt token.

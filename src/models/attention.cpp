@@ -26,9 +26,23 @@ void store_kv(KvCache& cache, int layer, const std::vector<TokenSlot>& slots, co
               const float* k, const float* v) {
   const size_t row = size_t(s.num_kv_heads) * size_t(s.head_dim);
   for (size_t t = 0; t < slots.size(); ++t) {
-    std::memcpy(cache.key(layer, slots[t].seq, slots[t].pos), k + t * row, row * sizeof(float));
-    std::memcpy(cache.value(layer, slots[t].seq, slots[t].pos), v + t * row, row * sizeof(float));
+    std::memcpy(cache.key(layer, slots[t].seq, slots[t].row), k + t * row, row * sizeof(float));
+    std::memcpy(cache.value(layer, slots[t].seq, slots[t].row), v + t * row, row * sizeof(float));
   }
+}
+
+std::vector<PosSpan> visible_spans(const TokenSlot& slot) {
+  if (slot.tree_base < 0) return {{0, slot.row + 1}};
+  std::vector<PosSpan> spans;
+  if (slot.tree_base > 0) spans.push_back({0, slot.tree_base});
+  for (uint64_t m = slot.tree_mask; m;) {
+    const int64_t j = __builtin_ctzll(m);
+    const int64_t r = slot.tree_base + j;
+    if (!spans.empty() && spans.back().end == r) ++spans.back().end;
+    else spans.push_back({r, r + 1});
+    m &= m - 1;
+  }
+  return spans;
 }
 
 namespace {
@@ -77,18 +91,20 @@ void paged_attention(KvCache& cache, int layer, const std::vector<TokenSlot>& sl
   const int64_t T = int64_t(slots.size());
   const int group = s.num_heads / s.num_kv_heads;
   const int hd = s.head_dim;
+  std::vector<std::vector<PosSpan>> spans(slots.size());
+  for (size_t t = 0; t < slots.size(); ++t) spans[t] = visible_spans(slots[t]);
   auto heads = [&](int64_t b, int64_t e, int) {
     for (int64_t i = b; i < e; ++i) {
       const int64_t t = i / s.num_heads;
       const int h = int(i % s.num_heads);
-      const PosSpan all{0, slots[size_t(t)].pos + 1};
-      attend_head(cache, layer, slots[size_t(t)].seq, h / group, hd, q + (t * s.num_heads + h) * hd, &all, 1,
-                  out + (t * s.num_heads + h) * hd);
+      const auto& sp = spans[size_t(t)];
+      attend_head(cache, layer, slots[size_t(t)].seq, h / group, hd, q + (t * s.num_heads + h) * hd, sp.data(),
+                  sp.size(), out + (t * s.num_heads + h) * hd);
     }
   };
   // Two multiply-adds per cached position and head dimension; small passes skip the fork-join.
   int64_t work = 0;
-  for (const TokenSlot& slot : slots) work += 2 * (slot.pos + 1) * s.num_heads * hd;
+  for (const TokenSlot& slot : slots) work += 2 * (slot.row + 1) * s.num_heads * hd;
   if (work < kernels::kMinParallelMacs) return heads(0, T * s.num_heads, 0);
   ThreadPool::global().parallel_for(T * s.num_heads, heads);
 }

@@ -1,5 +1,7 @@
-// Causal GQA attention over the paged KV cache, shared by every architecture and the EAGLE-3
-// draft. Each query row attends to positions [0, pos] of its own sequence.
+// GQA attention over the paged KV cache, shared by every architecture and the EAGLE-3 draft.
+// A token's RoPE position, its cache row and what it sees are separate: in a chain they coincide
+// (row = pos, causal over rows [0, row]); a token-tree node sits at row prefix + node index,
+// RoPE position prefix + depth, and sees the prefix plus its own ancestors (SpecInfer's tree mask).
 #pragma once
 #include <vector>
 
@@ -8,10 +10,25 @@
 
 namespace eaglet {
 
+// Tree nodes per forward and sequence, bounded so a node's ancestors fit one 64-bit mask.
+inline constexpr int kMaxTreeTokens = 64;
+
 struct TokenSlot {
   SeqId seq;
-  int64_t pos;  // absolute position of this token in its sequence
+  int64_t pos;  // RoPE position
+  int64_t row;  // cache row of its K/V
+  // -1: causal, sees rows [0, row]. Otherwise a tree node: sees rows [0, tree_base) and the rows
+  // tree_base + j for every bit j of tree_mask (its ancestors and itself).
+  int64_t tree_base = -1;
+  uint64_t tree_mask = 0;
 };
+
+// A run of cache rows [begin, end) of one sequence that a query attends to.
+struct PosSpan {
+  int64_t begin, end;
+};
+// The rows `slot` sees, as ascending disjoint spans (at most kMaxTreeTokens + 1).
+std::vector<PosSpan> visible_spans(const TokenSlot& slot);
 
 struct AttentionShape {
   int num_heads, num_kv_heads, head_dim;
@@ -23,10 +40,6 @@ void apply_rope(const Rope& rope, const std::vector<TokenSlot>& slots, const Att
 // Writes k/v rows [T, nkv*hd] into the cache at each token's slot (space must be reserved).
 void store_kv(KvCache& cache, int layer, const std::vector<TokenSlot>& slots, const AttentionShape& s,
               const float* k, const float* v);
-// A run of positions [begin, end) of one sequence that a query attends to.
-struct PosSpan {
-  int64_t begin, end;
-};
 
 // One query head over the cached keys of `spans` (ascending, disjoint): out[hd] = softmax(q K^T /
 // sqrt(hd)) V in F32. Dense and block-sparse attention both end here, so when a sparse selection
@@ -34,7 +47,7 @@ struct PosSpan {
 void attend_head(KvCache& cache, int layer, SeqId seq, int kv_head, int head_dim, const float* q,
                  const PosSpan* spans, size_t num_spans, float* out);
 
-// out [T, nh*hd] = softmax(q K^T / sqrt(hd)) V per head, causal up to each token's position.
+// out [T, nh*hd] = softmax(q K^T / sqrt(hd)) V per head over the rows each token sees.
 void paged_attention(KvCache& cache, int layer, const std::vector<TokenSlot>& slots,
                      const AttentionShape& s, const float* q, float* out);
 

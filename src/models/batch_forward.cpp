@@ -1,5 +1,6 @@
 #include "models/batch_forward.h"
 
+#include <algorithm>
 #include <cstring>
 
 #include "core/error.h"
@@ -10,9 +11,26 @@ std::vector<TokenSlot> reserve_batch(KvCache& cache, const ForwardBatch& batch, 
                                      std::vector<int>* tokens) {
   std::vector<std::pair<SeqId, int64_t>> reserved;
   for (auto& c : batch.chunks) {
+    if (c.parents.empty()) continue;
+    EAGLET_CHECK(c.parents.size() == c.tokens.size(), "token tree: {} parents for {} tokens", c.parents.size(),
+                 c.tokens.size());
+    EAGLET_CHECK(c.tokens.size() <= size_t(kMaxTreeTokens), "token tree of {} tokens (at most {})", c.tokens.size(),
+                 kMaxTreeTokens);
+    for (size_t i = 0; i < c.parents.size(); ++i)
+      EAGLET_CHECK(i == 0 ? c.parents[i] == -1 : c.parents[i] >= 0 && c.parents[i] < int(i),
+                   "token tree: node {} has parent {} (the root's is -1, every other's an earlier node)", i, c.parents[i]);
+  }
+  for (auto& c : batch.chunks) {
     const int64_t len = cache.length(c.seq);
-    if (len + int64_t(c.tokens.size()) > max_position)
-      fail("sequence of {} tokens exceeds the model's context length {}", len + c.tokens.size(), max_position);
+    // A tree's tokens take positions up to its depth, not its size.
+    int64_t span = int64_t(c.tokens.size());
+    if (!c.parents.empty()) {
+      std::vector<int64_t> depth(c.parents.size(), 1);
+      for (size_t i = 1; i < c.parents.size(); ++i) depth[i] = depth[size_t(c.parents[i])] + 1;
+      span = *std::max_element(depth.begin(), depth.end());
+    }
+    if (len + span > max_position)
+      fail("sequence of {} tokens exceeds the model's context length {}", len + span, max_position);
     if (!cache.reserve(c.seq, int64_t(c.tokens.size()))) {
       for (auto& [s, n] : reserved) cache.truncate(s, n);
       fail("KV cache is full ({} blocks)", cache.total_blocks());
@@ -23,10 +41,19 @@ std::vector<TokenSlot> reserve_batch(KvCache& cache, const ForwardBatch& batch, 
   tokens->clear();
   for (auto& c : batch.chunks) {
     const int64_t start = cache.length(c.seq);
-    for (size_t i = 0; i < c.tokens.size(); ++i) {
-      slots.push_back({c.seq, start + int64_t(i)});
-      tokens->push_back(c.tokens[i]);
+    if (c.parents.empty()) {
+      for (size_t i = 0; i < c.tokens.size(); ++i) slots.push_back({c.seq, start + int64_t(i), start + int64_t(i)});
+    } else {
+      const size_t base = slots.size();
+      for (size_t i = 0; i < c.tokens.size(); ++i) {
+        const int p = c.parents[i];
+        const TokenSlot* parent = p >= 0 ? &slots[base + size_t(p)] : nullptr;
+        const int64_t pos = parent ? parent->pos + 1 : start;
+        const uint64_t mask = (parent ? parent->tree_mask : 0) | (uint64_t(1) << i);
+        slots.push_back({c.seq, pos, start + int64_t(i), start, mask});
+      }
     }
+    tokens->insert(tokens->end(), c.tokens.begin(), c.tokens.end());
   }
   return slots;
 }

@@ -165,8 +165,16 @@ void Eagle3Draft::forward(KvCache& cache, const std::vector<Eagle3Rows>& chunks,
   for (auto& c : chunks) {
     if (!cache.reserve(c.seq, int64_t(c.tokens.size()))) fail("draft KV cache is full ({} blocks)", cache.total_blocks());
     const int64_t start = cache.length(c.seq);
+    EAGLET_CHECK(c.slots.empty() || c.slots.size() == c.tokens.size(), "draft forward: {} slots for {} tokens",
+                 c.slots.size(), c.tokens.size());
     for (size_t i = 0; i < c.tokens.size(); ++i) {
-      slots.push_back({c.seq, start + int64_t(i)});
+      TokenSlot slot{c.seq, start + int64_t(i), start + int64_t(i)};
+      if (!c.slots.empty()) {
+        slot = c.slots[i];
+        slot.seq = c.seq;
+        slot.row = start + int64_t(i);
+      }
+      slots.push_back(slot);
       tokens.push_back(c.tokens[i]);
     }
   }

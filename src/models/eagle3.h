@@ -37,6 +37,9 @@ struct Eagle3Config {
 struct Eagle3Rows {
   SeqId seq;
   std::vector<int> tokens;  // target-vocabulary ids; one draft position each, appended to seq
+  // Tree drafting: RoPE position, tree base and ancestor mask of each token (rows follow the
+  // cache length). Empty: a causal chain.
+  std::vector<TokenSlot> slots = {};
 };
 
 class Eagle3Draft {

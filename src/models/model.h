@@ -30,6 +30,11 @@ struct SeqChunk {
   // Indices into `tokens` whose logits are wanted (e.g. the last one for decode, all k+1 when
   // verifying a draft); rows appear in the output in chunk order, then index order.
   std::vector<int> logit_rows;
+  // Empty: a chain. Otherwise a token tree: parents[i] < i is the index in `tokens` of token i's
+  // parent, -1 for the root (whose parent is the sequence's last cached token). Each token sees
+  // the cached prefix and its ancestors; its RoPE position is the cache length plus its depth.
+  // After the forward the cache holds every tree token; KvCache::keep_rows keeps a path.
+  std::vector<int> parents = {};
 };
 
 struct ForwardBatch {
@@ -64,6 +69,8 @@ class Model {
   virtual const kernels::WeightView& lm_head() const = 0;
   virtual const kernels::WeightView& embed_view() const = 0;  // [vocab, hidden]
   virtual void final_norm(const float* x, int64_t rows, float* out) const = 0;
+  // Whether forward() takes token trees (SeqChunk::parents); MiniMax sparse attention does not.
+  virtual bool supports_token_trees() const { return true; }
   // Bytes of weights one decode step reads (for bandwidth figures).
   virtual size_t weight_bytes_per_token() const = 0;
 };

@@ -7,7 +7,7 @@
 #include <string>
 #include <vector>
 
-#include "spec/metrics.h"
+#include "speculation/metrics.h"
 
 namespace eaglet {
 

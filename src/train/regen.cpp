@@ -9,6 +9,7 @@
 #include <set>
 
 #include "core/error.h"
+#include "engine/engine_core.h"
 #include "engine/generator.h"
 #include "engine/sampler.h"
 #include "io/mapped_file.h"
@@ -49,61 +50,55 @@ struct Job {
 };
 
 // Continues every job's prompt by up to `max_new` tokens (EOS ends early), `batch` sequences at a
-// time with one target forward per step; `done(key, generated)` is called as each finishes.
-void continue_batched(Model& target, const std::vector<int>& eos, std::vector<Job> jobs, const RegenOptions& o,
-                      const std::function<void(int64_t, const std::vector<int>&)>& done) {
-  const int max_pos = target.config().max_position, V = target.config().vocab;
+// time on the engine core; `done(key, generated)` is called as each finishes.
+void continue_batched(Model& target, const Tokenizer& tok, const std::vector<int>& eos, std::vector<Job> jobs,
+                      const RegenOptions& o, const std::function<void(int64_t, const std::vector<int>&)>& done) {
+  const int max_pos = target.config().max_position;
   // Room for the longest job, not for the model's whole context (which configs put in the millions).
   int64_t longest = 1;
-  for (auto& j : jobs) longest = std::max<int64_t>(longest, std::min<int64_t>(int64_t(j.prompt.size()) + o.max_new_tokens + 1, max_pos));
-  KvCache cache(target.kv_shape(int64_t(o.batch) * (kv_blocks_for(longest) + 1)));
+  for (auto& j : jobs) longest = std::max<int64_t>(longest, int64_t(j.prompt.size()) + o.max_new_tokens + 1);
+  const SpecSetup plain(SpecOptions{}, target);
+  EngineOptions eo;
+  eo.max_num_seqs = o.batch;
+  eo.max_model_len = int(std::min<int64_t>(longest, max_pos));
+  eo.kv_blocks = int64_t(o.batch) * kv_blocks_for(eo.max_model_len + 1);
+  EngineCore engine(target, tok, plain, eo);
   struct Live {
     int64_t key;
-    SeqId seq;
     std::vector<int> out;
-    int prompt_len;
-    Sampler sampler;
-    int last;
+    bool finished = false;
   };
-  SamplingParams sp;
-  sp.temperature = o.temperature;
-  std::vector<Live> live;
+  std::vector<std::unique_ptr<Live>> live;
   size_t next = 0;
-  while (next < jobs.size() || !live.empty()) {
-    while (next < jobs.size() && int(live.size()) < o.batch) {
-      Job& j = jobs[next++];
+  while (next < jobs.size() || engine.has_work()) {
+    while (next < jobs.size()) {
+      Job& j = jobs[next];
       if (int(j.prompt.size()) + o.max_new_tokens >= max_pos) j.prompt.resize(size_t(std::max(1, max_pos - o.max_new_tokens - 1)));
-      sp.seed = j.seed;
-      Live l{j.key, cache.create(), {}, int(j.prompt.size()), Sampler(sp), 0};
-      auto logits = prefill(target, cache, l.seq, j.prompt, 512);
-      l.last = l.sampler.sample(logits.data(), V);
+      auto r = std::make_shared<Request>();
+      r->prompt = j.prompt;
+      r->sampling.temperature = o.temperature;
+      r->sampling.seed = j.seed;
+      r->stop.max_tokens = o.max_new_tokens;
+      r->stop.stop_tokens = eos;
+      auto l = std::make_unique<Live>(Live{j.key, {}});
+      Live* lp = l.get();
+      r->on_output = [lp](const std::string&, const std::vector<TokenLogprob>& toks) {
+        for (auto& t : toks) lp->out.push_back(t.token);
+      };
+      r->on_finish = [lp](const std::string&, int) { lp->finished = true; };
+      if (!engine.try_add(r)) break;
       live.push_back(std::move(l));
+      ++next;
     }
-    ForwardBatch batch;
-    std::vector<size_t> stepping;
-    for (size_t i = 0; i < live.size(); ++i) {
-      Live& l = live[i];
-      const bool is_eos = std::find(eos.begin(), eos.end(), l.last) != eos.end();
-      if (!is_eos) l.out.push_back(l.last);
-      if (is_eos || int(l.out.size()) >= o.max_new_tokens || l.prompt_len + int(l.out.size()) + 1 >= max_pos) continue;
-      batch.chunks.push_back(SeqChunk{l.seq, {l.last}, {0}});
-      stepping.push_back(i);
+    engine.step();
+    for (auto& l : live) {
+      if (!l || !l->finished) continue;
+      // The EOS that ended a continuation is not part of it.
+      if (!l->out.empty() && std::find(eos.begin(), eos.end(), l->out.back()) != eos.end()) l->out.pop_back();
+      done(l->key, l->out);
+      l.reset();
     }
-    ForwardOutput fo;
-    if (!batch.chunks.empty()) target.forward(cache, batch, &fo);
-    std::vector<Live> still;
-    for (size_t i = 0, s = 0; i < live.size(); ++i) {
-      Live& l = live[i];
-      if (s < stepping.size() && stepping[s] == i) {
-        l.last = l.sampler.sample(fo.logits.data() + s * size_t(V), V);
-        ++s;
-        still.push_back(std::move(l));
-        continue;
-      }
-      cache.free(l.seq);
-      done(l.key, l.out);
-    }
-    live.swap(still);
+    live.erase(std::remove(live.begin(), live.end(), nullptr), live.end());
   }
 }
 
@@ -155,7 +150,7 @@ int64_t regenerate(Model& target, const Tokenizer& tok, const std::vector<int>& 
         if (jobs.empty()) break;
         std::vector<size_t> msg_of(group.size());
         for (size_t j = 0; j < jobs.size(); ++j) msg_of[size_t(jobs[j].key)] = where[j];
-        continue_batched(target, eos, jobs, o, [&](int64_t c, const std::vector<int>& ids) {
+        continue_batched(target, tok, eos, jobs, o, [&](int64_t c, const std::vector<int>& ids) {
           group[size_t(c)].messages[msg_of[size_t(c)]].content = tok.decode(ids);
           generated += int64_t(ids.size());
         });
@@ -182,7 +177,7 @@ int64_t regenerate(Model& target, const Tokenizer& tok, const std::vector<int>& 
   std::map<int64_t, std::vector<int>> prompts;
   for (auto& j : jobs) prompts[j.key] = j.prompt;
   Progress progress("regen", total, written);
-  continue_batched(target, eos, jobs, o, [&](int64_t i, const std::vector<int>& ids) {
+  continue_batched(target, tok, eos, jobs, o, [&](int64_t i, const std::vector<int>& ids) {
     TrainSample s;
     s.index = i;
     s.ids = prompts[i];

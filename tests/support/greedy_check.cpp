@@ -3,36 +3,51 @@
 #include <gtest/gtest.h>
 
 #include "engine/generator.h"
-#include "spec/speculative_generator.h"
+#include "speculation/metrics.h"
 
 namespace eaglet::test {
 
-namespace {
-GenerationRequest greedy_request(std::vector<int> prompt, int max_tokens, const std::vector<int>& eos) {
-  GenerationRequest r;
-  r.prompt_ids = std::move(prompt);
-  r.stop.max_tokens = max_tokens;
-  r.stop.stop_tokens = eos;
-  return r;
+std::vector<std::string> all_draft_shapes() {
+  return {"k=1", "k=2", "k=3", "k=4", "k=5", "k=6", "k=7", "topk=2,depth=3,budget=5", "topk=3,depth=4,budget=10",
+          "topk=4,depth=6,budget=24", "topk=8,depth=2,budget=8", "auto"};
 }
 
-}  // namespace
+SpecOptions with_shape(SpecOptions base, const std::string& shape) {
+  base.cost_model_cache = "off";  // tests never write into the user's cache
+  if (shape.rfind("k=", 0) == 0) {
+    base.num_speculative_tokens = std::stoi(shape.substr(2));
+    base.draft_shape = "";
+  } else {
+    base.draft_shape = shape;
+  }
+  return base;
+}
 
 int64_t expect_greedy_equal(Model& target, const Tokenizer& tok, const std::vector<int>& eos,
-                            const std::vector<std::vector<int>>& prompts, const std::function<std::unique_ptr<Proposer>()>& make,
-                            int max_tokens, std::vector<int> ks) {
+                            const std::vector<std::vector<int>>& prompts, const SpecOptions& spec, int max_tokens,
+                            const std::vector<std::string>& shapes) {
+  std::vector<GenerationResult> plain;
+  for (auto& p : prompts) {
+    GenerationRequest r;
+    r.prompt_ids = p;
+    r.stop.max_tokens = max_tokens;
+    r.stop.stop_tokens = eos;
+    plain.push_back(generate(target, tok, r));
+  }
   int64_t accepted = 0;
-  for (size_t p = 0; p < prompts.size(); ++p) {
-    const auto req = greedy_request(prompts[p], max_tokens, eos);
-    const auto plain = generate(target, tok, req);
-    for (int k : ks) {
-      auto proposer = make();
-      SpecMetrics m;
-      const auto spec = generate_speculative(target, tok, *proposer, req, k, &m);
-      EXPECT_EQ(spec.token_ids, plain.token_ids) << proposer->name() << " prompt " << p << " k=" << k;
-      EXPECT_EQ(spec.finish_reason, plain.finish_reason);
-      accepted += m.num_accepted_tokens;
+  for (const std::string& shape : shapes) {
+    const SpecSetup setup(with_shape(spec, shape), target);
+    SpecMetrics m;
+    for (size_t p = 0; p < prompts.size(); ++p) {
+      GenerationRequest r;
+      r.prompt_ids = prompts[p];
+      r.stop.max_tokens = max_tokens;
+      r.stop.stop_tokens = eos;
+      const auto out = generate(target, tok, r, &setup, &m);
+      EXPECT_EQ(out.token_ids, plain[p].token_ids) << setup.describe() << ", prompt " << p;
+      EXPECT_EQ(out.finish_reason, plain[p].finish_reason) << setup.describe() << ", prompt " << p;
     }
+    accepted += m.num_accepted_tokens;
   }
   return accepted;
 }

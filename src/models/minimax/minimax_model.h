@@ -32,6 +32,7 @@ class MiniMaxModel : public Model {
   const kernels::WeightView& lm_head() const override { return lm_head_; }
   const kernels::WeightView& embed_view() const override { return embed_; }
   void final_norm(const float* x, int64_t rows, float* out) const override;
+  bool supports_token_trees() const override { return !cfg_.any_sparse(); }
   // Active-parameter bytes: attention, dense MLPs, router, shared expert and top_k experts.
   size_t weight_bytes_per_token() const override;
 

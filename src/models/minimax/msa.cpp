@@ -5,6 +5,7 @@
 #include <cstring>
 #include <numeric>
 
+#include "core/error.h"
 #include "core/thread_pool.h"
 #include "kernels/ops.h"
 
@@ -32,7 +33,7 @@ std::vector<int> msa_select_blocks(std::vector<float> scores, const MsaConfig& c
 void store_index_keys(KvCache& cache, int layer, const std::vector<TokenSlot>& slots, const float* index_k,
                       int index_dim) {
   for (size_t t = 0; t < slots.size(); ++t)
-    std::memcpy(cache.aux(layer, slots[t].seq, slots[t].pos), index_k + t * size_t(index_dim),
+    std::memcpy(cache.aux(layer, slots[t].seq, slots[t].row), index_k + t * size_t(index_dim),
                 size_t(index_dim) * sizeof(float));
 }
 
@@ -40,6 +41,8 @@ void msa_attention(KvCache& cache, int layer, const std::vector<TokenSlot>& slot
                    const MsaConfig& cfg, const float* q, const float* index_q, float* out,
                    std::vector<MsaSelection>* trace) {
   const int64_t T = int64_t(slots.size());
+  for (const TokenSlot& slot : slots)  // block selection is defined over a causal prefix only
+    EAGLET_CHECK(slot.tree_base < 0, "MiniMax sparse attention verifies chains, not token trees");
   const int G = cfg.index_heads, D = cfg.index_dim, bs = cfg.block_size;
   const int kv_bs = cache.shape().block_size;
   std::vector<std::vector<int>> selected(size_t(T * G));
@@ -53,9 +56,9 @@ void msa_attention(KvCache& cache, int layer, const std::vector<TokenSlot>& slot
       const TokenSlot& slot = slots[size_t(t)];
       const auto& table = cache.block_table(slot.seq);
       const float* iq = index_q + (t * G + g) * D;
-      const int64_t nb = slot.pos / bs + 1;
+      const int64_t nb = slot.row / bs + 1;
       scores.assign(size_t(nb), -INFINITY);
-      for (int64_t j = 0; j <= slot.pos; ++j) {
+      for (int64_t j = 0; j <= slot.row; ++j) {
         const float* ik = cache.aux_block(layer, table[size_t(j / kv_bs)]) + (j % kv_bs) * D;
         float& best = scores[size_t(j / bs)];
         best = std::max(best, kernels::dot(iq, ik, D));
@@ -72,7 +75,7 @@ void msa_attention(KvCache& cache, int layer, const std::vector<TokenSlot>& slot
       const TokenSlot& slot = slots[size_t(t)];
       spans.clear();
       for (int blk : selected[size_t(t * G + h / group)]) {
-        const int64_t begin = int64_t(blk) * bs, end = std::min<int64_t>(begin + bs, slot.pos + 1);
+        const int64_t begin = int64_t(blk) * bs, end = std::min<int64_t>(begin + bs, slot.row + 1);
         if (!spans.empty() && spans.back().end == begin) spans.back().end = end;
         else spans.push_back({begin, end});
       }

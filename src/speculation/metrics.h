@@ -10,12 +10,14 @@ namespace eaglet {
 
 struct SpecMetrics {
   int64_t num_drafts = 0, num_draft_tokens = 0, num_accepted_tokens = 0;
-  std::vector<int64_t> accepted_per_pos;  // [k]
+  std::vector<int64_t> accepted_per_pos;  // [k]: drafts whose accepted path reached depth i + 1
+  std::vector<int64_t> drafts_by_size;    // [n]: drafts (trees or chains) of n tokens
   double target_seconds = 0, draft_seconds = 0, verify_seconds = 0;
 
   void record(int num_drafted, int num_accepted);
   void merge(const SpecMetrics& o);
   double mean_acceptance_length() const { return num_drafts ? 1.0 + double(num_accepted_tokens) / num_drafts : 1.0; }
+  double mean_draft_tokens() const { return num_drafts ? double(num_draft_tokens) / num_drafts : 0.0; }
   double draft_acceptance_rate() const { return num_draft_tokens ? double(num_accepted_tokens) / num_draft_tokens : 0.0; }
   std::vector<double> per_position_rates() const;
   // "SpecDecoding metrics: Mean acceptance length: 2.61, Accepted/Drafted: ..., Per-position ..."

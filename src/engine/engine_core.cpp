@@ -1,0 +1,329 @@
+#include "engine/engine_core.h"
+
+#include <spdlog/spdlog.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+
+#include "core/error.h"
+#include "core/system_memory.h"
+#include "engine/generator.h"
+#include "speculation/tree_verifier.h"
+
+namespace eaglet {
+
+namespace {
+using clock_type = std::chrono::steady_clock;
+double since(clock_type::time_point t) { return std::chrono::duration<double>(clock_type::now() - t).count(); }
+
+TokenLogprob logprob_of(const float* logits, int V, int token, int top) {
+  float mx = -INFINITY;
+  for (int i = 0; i < V; ++i) mx = std::max(mx, logits[i]);
+  double z = 0;
+  for (int i = 0; i < V; ++i) z += std::exp(double(logits[i] - mx));
+  const float lz = float(std::log(z)) + mx;
+  TokenLogprob t{token, logits[token] - lz, {}};
+  if (top > 0) {
+    std::vector<int> idx(static_cast<size_t>(V));
+    for (int i = 0; i < V; ++i) idx[size_t(i)] = i;
+    const int n = std::min(top, V);
+    std::partial_sort(idx.begin(), idx.begin() + n, idx.end(), [&](int a, int b) { return logits[a] > logits[b]; });
+    for (int i = 0; i < n; ++i) t.top.emplace_back(idx[size_t(i)], logits[idx[size_t(i)]] - lz);
+  }
+  return t;
+}
+
+bool is_chain(const DraftTree& t) {
+  for (int i = 0; i < t.size(); ++i)
+    if (t.parents[size_t(i)] != i - 1) return false;
+  return true;
+}
+}  // namespace
+
+struct EngineCore::Seq {
+  std::shared_ptr<Request> req;
+  SeqId kv = 0;
+  size_t prefilled = 0;
+  bool decoding = false;
+  bool proposing = false;  // the proposer knows this sequence
+  int last = -1;
+  int64_t blocks = 0;
+  Sampler sampler;
+  OutputTracker tracker;
+  std::vector<float> prompt_taps;
+  DraftTree tree;
+  DraftPolicy::SeqState policy;
+  clock_type::time_point last_token_time;
+  size_t emitted_tokens = 0;
+  std::vector<TokenLogprob> pending;
+  Seq(std::shared_ptr<Request> r, const Tokenizer& tok)
+      : req(std::move(r)), sampler(req->sampling), tracker(tok, req->stop) {}
+};
+
+EngineCore::EngineCore(Model& target, const Tokenizer& tok, const SpecSetup& spec, EngineOptions opts,
+                       ServingMetrics* metrics)
+    : target_(target), tok_(tok), spec_(spec), opts_(opts), metrics_(metrics) {
+  const auto& cfg = target_.config();
+  if (opts_.max_model_len <= 0 || opts_.max_model_len > cfg.max_position) opts_.max_model_len = cfg.max_position;
+  size_kv_cache();
+  cache_ = std::make_unique<KvCache>(target_.kv_shape(opts_.kv_blocks));
+  if (spec_.enabled()) {
+    proposer_ = spec_.new_proposer(opts_.kv_blocks);
+    policy_ = spec_.new_policy(target_, proposer_->scores_drafts());
+    taps_ = proposer_->tap_layers();
+  }
+}
+
+EngineCore::~EngineCore() = default;
+
+// The KV cache is allocated up front, so its size is checked against memory first: a model whose
+// config claims a 2-billion-token context must fail with advice, not std::bad_alloc.
+void EngineCore::size_kv_cache() {
+  const int64_t per_seq = kv_blocks_for(int64_t(opts_.max_model_len) + spec_.max_step_tokens());
+  size_t block_bytes = target_.kv_shape(1).bytes_per_block();
+  if (spec_.enabled()) block_bytes += spec_.draft_block_bytes();
+  const bool default_budget = opts_.kv_cache_bytes <= 0;
+  const int64_t budget = default_budget ? available_memory_bytes() / 2 : opts_.kv_cache_bytes;
+  const int64_t fit = budget > 0 ? budget / int64_t(block_bytes) : per_seq * opts_.max_num_seqs;
+  const double gb = 1e-9, seq_gb = double(per_seq) * double(block_bytes) * gb;
+  const std::string budget_name = default_budget ? "half the memory available; --kv-cache-memory sets it" : "--kv-cache-memory";
+  if (fit < per_seq)
+    fail("max_model_len {} needs {:.3g} GB of KV cache for one sequence, more than the {:.3g} GB KV cache budget ({}): "
+         "pass --max-model-len {} or less", opts_.max_model_len, seq_gb, double(budget) * gb, budget_name,
+         std::max<int64_t>(0, fit - 1) * 16 - spec_.max_step_tokens());
+  if (opts_.kv_blocks <= 0) {
+    opts_.kv_blocks = std::min(per_seq * opts_.max_num_seqs, fit);
+  } else {
+    EAGLET_CHECK(opts_.kv_blocks >= per_seq, "--kv-blocks {} cannot hold one sequence of max_model_len {} ({} blocks)",
+                 opts_.kv_blocks, opts_.max_model_len, per_seq);
+    EAGLET_CHECK(opts_.kv_blocks <= fit, "--kv-blocks {} needs {:.3g} GB, more than the {:.3g} GB KV cache budget ({})",
+                 opts_.kv_blocks, double(opts_.kv_blocks) * double(block_bytes) * gb, double(budget) * gb, budget_name);
+  }
+  spdlog::debug("KV cache: {} blocks of 16 tokens ({:.3g} GB), room for {} sequences of max_model_len {}",
+                opts_.kv_blocks, double(opts_.kv_blocks) * double(block_bytes) * gb, opts_.kv_blocks / per_seq,
+                opts_.max_model_len);
+}
+
+double EngineCore::kv_usage() const {
+  return 1.0 - double(cache_->free_blocks()) / double(cache_->total_blocks());
+}
+
+bool EngineCore::try_add(std::shared_ptr<Request> r) {
+  const int64_t tokens = std::min<int64_t>(int64_t(r->prompt.size()) + r->stop.max_tokens, opts_.max_model_len);
+  const int64_t need = kv_blocks_for(tokens + spec_.max_step_tokens());
+  EAGLET_CHECK(need <= opts_.kv_blocks, "a request of {} tokens needs {} KV blocks; the cache has {}", tokens, need,
+               opts_.kv_blocks);
+  EAGLET_CHECK(!r->prompt.empty(), "empty prompt");
+  if (int(running_.size()) >= opts_.max_num_seqs || reserved_blocks_ + need > opts_.kv_blocks) return false;
+  auto s = std::make_unique<Seq>(std::move(r), tok_);
+  s->kv = cache_->create();
+  s->blocks = need;
+  if (policy_) s->policy = policy_->new_sequence();
+  reserved_blocks_ += need;
+  running_.push_back(std::move(s));
+  return true;
+}
+
+void EngineCore::abort_all(const std::string& reason) {
+  for (auto& s : running_) finish(*s, reason);
+  running_.clear();
+}
+
+void EngineCore::finish(Seq& s, const std::string& reason) {
+  cache_->free(s.kv);
+  if (s.proposing) proposer_->end(s.kv);
+  reserved_blocks_ -= s.blocks;
+  if (metrics_) metrics_->request_finished(reason);
+  const std::string rest = s.tracker.take_new_text();
+  if ((!rest.empty() || !s.pending.empty()) && s.req->on_output) s.req->on_output(rest, s.pending);
+  s.pending.clear();
+  if (s.req->on_finish) s.req->on_finish(reason, int(s.tracker.tokens().size()));
+}
+
+bool EngineCore::emit(Seq& s, int token, const float* logits_row) {
+  const bool more = s.tracker.append(token);
+  const auto now = clock_type::now();
+  if (metrics_) {
+    if (s.emitted_tokens == 0) metrics_->time_to_first_token(since(s.req->arrival));
+    else metrics_->inter_token_latency(std::chrono::duration<double>(now - s.last_token_time).count());
+    metrics_->tokens(0, 1);
+  }
+  s.last_token_time = now;
+  ++s.emitted_tokens;
+  s.pending.push_back(s.req->top_logprobs >= 0
+                          ? logprob_of(logits_row, target_.config().vocab, token, s.req->top_logprobs)
+                          : TokenLogprob{token, 0, {}});
+  if (more && s.req->on_output) {  // a finishing sequence sends its last text from finish()
+    const std::string text = s.tracker.take_new_text();
+    if (!text.empty() || !s.pending.empty()) {
+      s.req->on_output(text, s.pending);
+      s.pending.clear();
+    }
+  }
+  return more;
+}
+
+// Draft trees for every decoding sequence: one batched proposer call, then the policy's trim.
+void EngineCore::draft(std::vector<Seq*>& decoding, int fixed_tokens) {
+  for (Seq* s : decoding) s->tree = {};
+  if (!proposer_ || decoding.empty()) return;
+  std::vector<Proposer::Request> requests;
+  std::vector<DraftPolicy::SeqState*> states;
+  for (Seq* s : decoding) {
+    const int remaining = s->req->stop.max_tokens - int(s->tracker.tokens().size());
+    const int64_t room = opts_.max_model_len - cache_->length(s->kv) - 1;
+    const int cap = int(std::max<int64_t>(0, std::min<int64_t>(remaining - 1, room)));
+    requests.push_back({s->kv, policy_->shape(s->policy, cap)});
+    states.push_back(&s->policy);
+  }
+  const auto t0 = clock_type::now();
+  std::vector<DraftTree> trees;
+  proposer_->propose(requests, &trees);
+  const double seconds = since(t0);
+  spec_metrics_.draft_seconds += seconds;
+  policy_->trim(trees, states, fixed_tokens, seconds);
+  for (size_t i = 0; i < decoding.size(); ++i) {
+    decoding[i]->tree = std::move(trees[i]);
+    decoding[i]->tree.truncate(requests[i].shape.budget);
+  }
+}
+
+void EngineCore::step() {
+  // Cancelled requests (client gone) leave first and free their blocks.
+  for (auto& s : running_)
+    if (s->req->cancelled) {
+      finish(*s, "abort");
+      s.reset();
+    }
+  running_.erase(std::remove(running_.begin(), running_.end(), nullptr), running_.end());
+  if (running_.empty()) return;
+
+  const int V = target_.config().vocab;
+  const size_t tap_row = taps_.size() * size_t(target_.config().hidden);
+
+  // Plan: prefill chunks within the token budget, then the drafts of every decoding sequence.
+  std::vector<Seq*> decoding;
+  std::vector<size_t> prefill(running_.size(), 0);
+  int budget = opts_.prefill_chunk, fixed_tokens = 0;
+  for (size_t i = 0; i < running_.size(); ++i) {
+    Seq& s = *running_[i];
+    if (s.decoding) {
+      decoding.push_back(&s);
+      ++fixed_tokens;
+    } else if (budget > 0) {
+      prefill[i] = std::min<size_t>(size_t(budget), s.req->prompt.size() - s.prefilled);
+      budget -= int(prefill[i]);
+      fixed_tokens += int(prefill[i]);
+    }
+  }
+  draft(decoding, fixed_tokens);
+
+  // One target forward: each decoding sequence's root and draft tree, then the prefill chunks.
+  ForwardBatch batch;
+  batch.tap_layers = taps_;
+  std::vector<Seq*> order;
+  for (size_t i = 0; i < running_.size(); ++i) {
+    Seq& s = *running_[i];
+    SeqChunk c;
+    c.seq = s.kv;
+    if (s.decoding) {
+      c.tokens = {s.last};
+      c.tokens.insert(c.tokens.end(), s.tree.tokens.begin(), s.tree.tokens.end());
+      for (size_t r = 0; r < c.tokens.size(); ++r) c.logit_rows.push_back(int(r));
+      if (!is_chain(s.tree)) {
+        c.parents = {-1};
+        for (int p : s.tree.parents) c.parents.push_back(p + 1);
+      }
+    } else {
+      if (prefill[i] == 0) continue;
+      const size_t n = prefill[i];
+      c.tokens.assign(s.req->prompt.begin() + long(s.prefilled), s.req->prompt.begin() + long(s.prefilled + n));
+      if (s.prefilled + n == s.req->prompt.size()) c.logit_rows = {int(n) - 1};
+    }
+    batch.chunks.push_back(std::move(c));
+    order.push_back(&s);
+  }
+  ForwardOutput out;
+  auto t0 = clock_type::now();
+  target_.forward(*cache_, batch, &out);
+  spec_metrics_.target_seconds += since(t0);
+  t0 = clock_type::now();
+
+  std::vector<Proposer::Accepted> accepted;
+  std::vector<std::vector<float>> accepted_taps(order.size());
+  size_t row = 0, tok = 0;
+  for (size_t i = 0; i < order.size(); ++i) {
+    Seq& s = *order[i];
+    const SeqChunk& c = batch.chunks[i];
+    const float* taps_here = out.taps.data() + tok * tap_row;
+    tok += c.tokens.size();
+    if (!s.decoding) {
+      s.prefilled += c.tokens.size();
+      if (!taps_.empty()) s.prompt_taps.insert(s.prompt_taps.end(), taps_here, taps_here + c.tokens.size() * tap_row);
+      if (metrics_) metrics_->tokens(int64_t(c.tokens.size()), 0);
+      if (c.logit_rows.empty()) continue;
+      const float* logits = out.logits.data() + row * size_t(V);
+      ++row;
+      s.last = s.sampler.sample(logits, V);
+      s.decoding = true;
+      if (!emit(s, s.last, logits)) continue;
+      if (proposer_) {
+        proposer_->begin(s.kv, s.req->prompt, taps_.empty() ? nullptr : s.prompt_taps.data(), s.last);
+        s.proposing = true;
+      }
+      s.prompt_taps = {};
+      continue;
+    }
+    const float* logits = out.logits.data() + row * size_t(V);
+    row += c.tokens.size();
+    const int64_t len_before = cache_->length(s.kv) - int64_t(c.tokens.size());
+    const Verdict v = verify_tree(logits, V, s.tree, s.sampler);
+    if (!s.tree.empty()) {
+      spec_metrics_.record(s.tree.size(), v.accepted());
+      if (metrics_) metrics_->spec_step(s.tree.size(), v.accepted());
+      policy_->observe(s.policy, s.tree, v.path);
+    }
+    // Keep the root and the accepted path: their K/V rows move into place.
+    std::vector<int64_t> rows;
+    for (int p : v.path) rows.push_back(len_before + 1 + p);
+    cache_->keep_rows(s.kv, len_before + 1, rows);
+    bool more = true;
+    size_t parent_row = 0;  // logits of a token come from its parent's row
+    for (int p : v.path) {
+      more = emit(s, s.tree.tokens[size_t(p)], logits + parent_row * size_t(V));
+      parent_row = size_t(1 + p);
+      if (!more) break;
+    }
+    if (more) more = emit(s, v.next, logits + parent_row * size_t(V));
+    if (!more) continue;
+    s.last = v.next;
+    if (s.proposing) {
+      Proposer::Accepted a{s.kv, {}, nullptr};
+      auto& taps = accepted_taps[i];
+      auto take = [&](size_t r) { taps.insert(taps.end(), taps_here + r * tap_row, taps_here + (r + 1) * tap_row); };
+      take(0);
+      for (int p : v.path) {
+        a.tokens.push_back(s.tree.tokens[size_t(p)]);
+        take(size_t(1 + p));
+      }
+      a.tokens.push_back(v.next);
+      a.taps = taps.data();
+      accepted.push_back(std::move(a));
+    }
+  }
+  if (proposer_ && !accepted.empty()) proposer_->accept(accepted);
+  spec_metrics_.verify_seconds += since(t0);
+
+  for (auto& sp : running_) {
+    Seq& s = *sp;
+    const bool full = cache_->length(s.kv) + 1 >= opts_.max_model_len;
+    if (s.tracker.finished() || (s.decoding && full)) {
+      finish(s, s.tracker.finished() ? s.tracker.finish_reason() : "length");
+      sp.reset();
+    }
+  }
+  running_.erase(std::remove(running_.begin(), running_.end(), nullptr), running_.end());
+}
+
+}  // namespace eaglet

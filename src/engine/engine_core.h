@@ -1,0 +1,72 @@
+// The one engine loop every path drives: `generate`, `bench`, `demo`, `regen` and `serve`.
+//
+// step() runs one iteration over every admitted sequence: drafting (one batched proposer call),
+// one target forward holding each decoding sequence's root token and draft tree plus prefill
+// chunks within the token budget, lossless tree verification, KV compaction of the accepted path
+// (target cache; the proposer folds the path into its own state), and token emission through the
+// request's callbacks. It is synchronous: the server's scheduler thread only admits requests and
+// calls step(); the single-request helpers in engine/generator.h do the same on the caller's
+// thread. Greedy output is the same alone, batched, with or without drafts (the kernels are
+// batch invariant, see kernels/ops.h).
+#pragma once
+#include <memory>
+#include <vector>
+
+#include "runtime/request.h"
+#include "runtime/serving_metrics.h"
+#include "speculation/metrics.h"
+#include "speculation/spec_setup.h"
+
+namespace eaglet {
+
+struct EngineOptions {
+  int max_num_seqs = 16;
+  int max_model_len = 0;        // 0: the model's context length
+  int64_t kv_blocks = 0;        // 0: room for max_num_seqs full-length sequences, within kv_cache_bytes
+  int64_t kv_cache_bytes = 0;   // KV memory (target + draft) budget; 0: half the memory available
+  int prefill_chunk = 512;      // prompt tokens per step, over all sequences
+};
+
+class EngineCore {
+ public:
+  // `metrics` (optional) receives the serving counters; `spec` must outlive the engine.
+  EngineCore(Model& target, const Tokenizer& tok, const SpecSetup& spec, EngineOptions opts,
+             ServingMetrics* metrics = nullptr);
+  ~EngineCore();
+  const EngineOptions& options() const { return opts_; }
+
+  // Admits a request when a sequence slot and its KV blocks are free; false leaves it queued with
+  // the caller. The prompt plus max_tokens must fit max_model_len (callers check first).
+  bool try_add(std::shared_ptr<Request> r);
+  // One engine iteration (see above). Cancelled requests leave first.
+  void step();
+  // Finishes every sequence with `reason` (shutdown, or a failed step).
+  void abort_all(const std::string& reason);
+  bool has_work() const { return !running_.empty(); }
+  int num_running() const { return int(running_.size()); }
+  double kv_usage() const;
+  // Speculation counters and timings since construction.
+  const SpecMetrics& spec_metrics() const { return spec_metrics_; }
+
+ private:
+  struct Seq;
+  void size_kv_cache();
+  void finish(Seq& s, const std::string& reason);
+  bool emit(Seq& s, int token, const float* logits_row);
+  void draft(std::vector<Seq*>& decoding, int fixed_tokens);
+
+  Model& target_;
+  const Tokenizer& tok_;
+  const SpecSetup& spec_;
+  EngineOptions opts_;
+  ServingMetrics* metrics_;
+  std::unique_ptr<KvCache> cache_;
+  std::unique_ptr<Proposer> proposer_;
+  std::unique_ptr<DraftPolicy> policy_;
+  std::vector<int> taps_;
+  std::vector<std::unique_ptr<Seq>> running_;
+  int64_t reserved_blocks_ = 0;
+  SpecMetrics spec_metrics_;
+};
+
+}  // namespace eaglet

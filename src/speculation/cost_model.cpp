@@ -1,0 +1,139 @@
+#include "speculation/cost_model.h"
+
+#include <spdlog/spdlog.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+
+#include "core/cpu_features.h"
+#include "core/error.h"
+#include "core/thread_pool.h"
+#include "engine/generator.h"
+
+namespace eaglet {
+
+namespace {
+std::string default_cache_path() {
+  if (const char* x = std::getenv("XDG_CACHE_HOME"); x && *x) return std::string(x) + "/eaglet/cost_model.json";
+  if (const char* h = std::getenv("HOME"); h && *h) return std::string(h) + "/.cache/eaglet/cost_model.json";
+  return "";
+}
+
+nlohmann::json read_cache(const std::string& path) {
+  std::ifstream in(path);
+  if (!in) return nlohmann::json::object();
+  try {
+    auto j = nlohmann::json::parse(in);
+    if (j.is_object()) return j;
+  } catch (const std::exception& e) {
+    spdlog::warn("{}: unreadable cost-model cache ({}); measuring again", path, e.what());
+  }
+  return nlohmann::json::object();
+}
+}  // namespace
+
+const std::vector<int>& CostModel::measured_sizes() {
+  static const std::vector<int> sizes{1, 2, 3, 4, 5, 6, 8, 10, 12, 16, 20, 24, 32};
+  return sizes;
+}
+
+CostModel::CostModel(std::vector<std::pair<int, double>> points) : points_(std::move(points)) {
+  EAGLET_CHECK(!points_.empty() && points_.front().first == 1, "cost model: needs the cost of a 1-token forward");
+  std::sort(points_.begin(), points_.end());
+}
+
+double CostModel::target_seconds(int n) const {
+  n = std::max(n, 1);
+  for (size_t i = 1; i < points_.size(); ++i) {
+    if (n > points_[i].first) continue;
+    const auto [n0, s0] = points_[i - 1];
+    const auto [n1, s1] = points_[i];
+    return s0 + (s1 - s0) * double(n - n0) / double(n1 - n0);
+  }
+  if (points_.size() == 1) return points_[0].second * n;
+  const auto [n0, s0] = points_[points_.size() - 2];
+  const auto [n1, s1] = points_.back();
+  return s1 + std::max(0.0, (s1 - s0) / double(n1 - n0)) * double(n - n1);
+}
+
+std::string CostModel::key(const Model& target) {
+  const ModelConfig& c = target.config();
+  return fmt::format("{}|{}|h{}|l{}|i{}|v{}|{}|threads {}|{}", std::filesystem::absolute(c.dir).string(),
+                     c.architecture, c.hidden, c.num_layers, c.intermediate, c.vocab, c.dtype_name,
+                     ThreadPool::global().size(), isa_name(active_isa()));
+}
+
+CostModel CostModel::measure(Model& target, int reps) {
+  const auto& sizes = measured_sizes();
+  const int prefix = 64, V = target.config().vocab;
+  std::vector<int> ids(size_t(prefix + sizes.back()));
+  for (size_t i = 0; i < ids.size(); ++i) ids[i] = int((i * 7919 + 13) % size_t(V));
+  KvCache cache(target.kv_shape(kv_blocks_for(int64_t(ids.size()))));
+  const SeqId seq = cache.create();
+  prefill(target, cache, seq, std::vector<int>(ids.begin(), ids.begin() + prefix), 512);
+  std::vector<std::pair<int, double>> points;
+  for (int n : sizes) {
+    ForwardBatch batch;
+    SeqChunk chunk{seq, std::vector<int>(ids.begin() + prefix, ids.begin() + prefix + n), {}};
+    for (int i = 0; i < n; ++i) chunk.logit_rows.push_back(i);  // verification wants every row's logits
+    batch.chunks.push_back(std::move(chunk));
+    std::vector<double> seconds;
+    for (int r = 0; r <= reps; ++r) {  // the first pass warms caches and is not counted
+      ForwardOutput out;
+      const auto t0 = std::chrono::steady_clock::now();
+      target.forward(cache, batch, &out);
+      const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+      cache.truncate(seq, prefix);
+      if (r > 0) seconds.push_back(s);
+    }
+    std::sort(seconds.begin(), seconds.end());
+    points.emplace_back(n, seconds[seconds.size() / 2]);  // the median: a shared VM stalls now and then
+  }
+  // Costs never fall with more tokens; a noisy point is lifted to its predecessor.
+  for (size_t i = 1; i < points.size(); ++i) points[i].second = std::max(points[i].second, points[i - 1].second);
+  return CostModel(std::move(points));
+}
+
+CostModel CostModel::for_target(Model& target, const std::string& cache_path) {
+  const std::string path = cache_path.empty() ? default_cache_path() : cache_path == "off" ? "" : cache_path;
+  const std::string k = key(target);
+  const bool cacheable = !path.empty() && target.config().dir != "<built-in>";
+  if (cacheable) {
+    const auto j = read_cache(path);
+    if (j.contains(k) && j[k].is_array()) {
+      try {
+        std::vector<std::pair<int, double>> pts;
+        for (auto& p : j[k]) pts.emplace_back(p.at(0).get<int>(), p.at(1).get<double>());
+        CostModel m(std::move(pts));
+        spdlog::info("cost model: loaded from {} (c(4)/c(1) = {:.2f}, c(16)/c(1) = {:.2f})", path, m.ratio(4), m.ratio(16));
+        return m;
+      } catch (const std::exception& e) {
+        spdlog::warn("{}: bad cost-model entry ({}); measuring again", path, e.what());
+      }
+    }
+  }
+  spdlog::info("cost model: timing target forwards of 1..{} tokens", measured_sizes().back());
+  CostModel m = measure(target);
+  spdlog::info("cost model: c(1) = {:.1f} ms, c(4)/c(1) = {:.2f}, c(16)/c(1) = {:.2f}, c(32)/c(1) = {:.2f}",
+               1e3 * m.target_seconds(1), m.ratio(4), m.ratio(16), m.ratio(32));
+  if (cacheable) {
+    try {
+      std::filesystem::create_directories(std::filesystem::path(path).parent_path());
+      auto j = read_cache(path);
+      j[k] = nlohmann::json::array();
+      for (auto& [n, s] : m.points()) j[k].push_back({n, s});
+      const std::string tmp = path + ".tmp";
+      std::ofstream(tmp) << j.dump(1);
+      std::filesystem::rename(tmp, path);
+    } catch (const std::exception& e) {
+      spdlog::warn("cost model: cannot write the cache {} ({})", path, e.what());
+    }
+  }
+  return m;
+}
+
+}  // namespace eaglet

@@ -1,0 +1,39 @@
+// What a target forward costs, measured: seconds for one forward over n tokens, n = 1..32, on
+// this machine, model, thread count and ISA. On a memory-bound target the first few tokens ride
+// on the weight stream almost for free and the curve turns linear once arithmetic dominates; the
+// draft policy reads it to decide how many draft tokens a step can afford.
+//
+// Measuring takes a few seconds on a 1B model, so the table is cached per model, threads and ISA
+// in $XDG_CACHE_HOME/eaglet/cost_model.json (~/.cache when unset).
+#pragma once
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "models/model.h"
+
+namespace eaglet {
+
+class CostModel {
+ public:
+  // Token counts measured; beyond the last the cost is extrapolated linearly.
+  static const std::vector<int>& measured_sizes();
+  // Loads the table for this target from `cache_path` ("" = the default file, "off" = none) or
+  // measures it there and then (and stores it).
+  static CostModel for_target(Model& target, const std::string& cache_path = "");
+  static CostModel measure(Model& target, int reps = 3);
+  explicit CostModel(std::vector<std::pair<int, double>> points);
+
+  // Seconds of one target forward over n tokens in total (n >= 1).
+  double target_seconds(int n) const;
+  // c(n) / c(1).
+  double ratio(int n) const { return target_seconds(n) / target_seconds(1); }
+  const std::vector<std::pair<int, double>>& points() const { return points_; }
+  // Cache key: model, weights dtype, threads and kernels.
+  static std::string key(const Model& target);
+
+ private:
+  std::vector<std::pair<int, double>> points_;  // (tokens, seconds), ascending
+};
+
+}  // namespace eaglet

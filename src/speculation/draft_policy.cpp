@@ -1,0 +1,159 @@
+#include "speculation/draft_policy.h"
+
+#include <algorithm>
+#include <cmath>
+#include <queue>
+
+#include "core/error.h"
+#include "models/attention.h"
+
+namespace eaglet {
+
+namespace {
+constexpr double kPriorWeight = 8;    // pseudo-observations behind each bin's prior
+constexpr double kSeqDecay = 0.9;     // per-step decay of a sequence's accepted / predicted sums
+constexpr int kMaxAutoDepth = 8;
+}  // namespace
+
+DraftPolicyConfig parse_draft_shape(const std::string& spec, int k) {
+  DraftPolicyConfig c;
+  if (spec == "auto") {
+    c.adaptive = true;
+    c.shape = {4, kMaxAutoDepth, 32};
+    return c;
+  }
+  if (spec == "chain") {
+    c.shape = TreeShape::chain(k);
+    return c;
+  }
+  std::string s = spec.rfind("tree:", 0) == 0 ? spec.substr(5) : spec;
+  c.shape = {4, 5, 16};
+  size_t at = 0;
+  while (at < s.size()) {
+    const size_t comma = std::min(s.find(',', at), s.size());
+    const std::string item = s.substr(at, comma - at);
+    const size_t eq = item.find('=');
+    int v = -1;
+    try {
+      if (eq != std::string::npos) v = std::stoi(item.substr(eq + 1));
+    } catch (const std::exception&) {
+    }
+    const std::string name = eq == std::string::npos ? item : item.substr(0, eq);
+    if (v < 0 || (name != "topk" && name != "depth" && name != "budget"))
+      fail("--draft-shape '{}': '{}' is not one of topk=N, depth=N, budget=N (or auto, chain)", spec, item);
+    (name == "topk" ? c.shape.topk : name == "depth" ? c.shape.depth : c.shape.budget) = v;
+    at = comma + 1;
+  }
+  EAGLET_CHECK(c.shape.topk >= 1 && c.shape.topk <= 8, "--draft-shape: topk must be in [1, 8] (got {})", c.shape.topk);
+  EAGLET_CHECK(c.shape.depth >= 1 && c.shape.depth <= 16, "--draft-shape: depth must be in [1, 16] (got {})",
+               c.shape.depth);
+  EAGLET_CHECK(c.shape.budget >= 1 && c.shape.budget < kMaxTreeTokens, "--draft-shape: budget must be in [1, {}] (got {})",
+               kMaxTreeTokens - 1, c.shape.budget);
+  return c;
+}
+
+DraftPolicy::DraftPolicy(DraftPolicyConfig cfg, std::shared_ptr<const CostModel> cost, bool scored)
+    : cfg_(cfg), cost_(std::move(cost)), scored_(scored), seen_(size_t(scored ? kBins : kMaxTreeTokens + 1), 0.0),
+      hits_(seen_.size(), 0.0) {
+  EAGLET_CHECK(!cfg_.adaptive || cost_, "adaptive drafting needs a cost model");
+}
+
+DraftPolicy::SeqState DraftPolicy::new_sequence() const {
+  SeqState s;
+  s.depth = cfg_.adaptive ? std::min(3, cfg_.shape.depth) : cfg_.shape.depth;
+  return s;
+}
+
+TreeShape DraftPolicy::shape(const SeqState& s, int cap) const {
+  TreeShape t = cfg_.shape;
+  t.depth = std::min(s.depth, cap);
+  if (t.depth <= 0) return {};
+  if (t.topk <= 1) t.budget = std::min(t.budget, t.depth);
+  return t;
+}
+
+int DraftPolicy::bin(const DraftTree& tree, int node, const std::vector<int>& depths) const {
+  if (!scored_) return std::min(depths[size_t(node)], kMaxTreeTokens);
+  return std::clamp(int(tree.scores[size_t(node)] * kBins), 0, kBins - 1);
+}
+
+double DraftPolicy::prior(const DraftTree& tree, int node, const std::vector<int>& depths) const {
+  if (scored_) return tree.scores[size_t(node)];
+  return std::pow(0.6, depths[size_t(node)]);  // n-gram chains: acceptance falls with depth
+}
+
+std::vector<double> DraftPolicy::estimates(const SeqState& s, const DraftTree& tree) const {
+  const auto depths = tree.depths();
+  const double scale = (s.accepted + 2.0) / (s.predicted + 2.0);
+  std::vector<double> e(size_t(tree.size()));
+  for (int i = 0; i < tree.size(); ++i) {
+    const int b = bin(tree, i, depths);
+    const double calibrated = (hits_[size_t(b)] + kPriorWeight * prior(tree, i, depths)) / (seen_[size_t(b)] + kPriorWeight);
+    e[size_t(i)] = std::min(1.0, calibrated * scale);
+    // A node is accepted only with its parent: its estimate cannot exceed the parent's.
+    if (tree.parents[size_t(i)] >= 0) e[size_t(i)] = std::min(e[size_t(i)], e[size_t(tree.parents[size_t(i)])]);
+  }
+  return e;
+}
+
+void DraftPolicy::trim(std::vector<DraftTree>& trees, std::vector<SeqState*>& states, int fixed_tokens,
+                       double draft_seconds) const {
+  if (!cfg_.adaptive) return;
+  std::vector<std::vector<double>> est(trees.size());
+  // Best-first over sequences: each tree's nodes in order (every prefix is a tree).
+  using Item = std::pair<double, size_t>;  // (estimate of the sequence's next node, sequence)
+  std::priority_queue<Item> next;
+  std::vector<int> taken(trees.size(), 0);
+  for (size_t i = 0; i < trees.size(); ++i) {
+    est[i] = estimates(*states[i], trees[i]);
+    if (!est[i].empty()) next.push({est[i][0], i});
+  }
+  double gain = 0;
+  int n = 0, best_n = 0;
+  double best_rate = double(fixed_tokens) / (draft_seconds + cost_->target_seconds(fixed_tokens));
+  std::vector<int> best_taken = taken;
+  const double roots = double(states.size());
+  while (!next.empty()) {
+    auto [e, i] = next.top();
+    next.pop();
+    gain += e;
+    ++n;
+    if (++taken[i] < int(est[i].size())) next.push({est[i][size_t(taken[i])], i});
+    const double rate = (roots + gain) / (draft_seconds + cost_->target_seconds(fixed_tokens + n));
+    if (rate > best_rate) {
+      best_rate = rate;
+      best_n = n;
+      best_taken = taken;
+    }
+  }
+  (void)best_n;
+  for (size_t i = 0; i < trees.size(); ++i) {
+    trees[i].truncate(best_taken[i]);
+    // Depth for the next draft: one deeper when the kept tree used the whole depth, one
+    // shallower when it left two levels unused.
+    SeqState& s = *states[i];
+    int kept_depth = 0;
+    for (int d : trees[i].depths()) kept_depth = std::max(kept_depth, d);
+    if (kept_depth >= s.depth) s.depth = std::min(s.depth + 1, cfg_.shape.depth);
+    else if (kept_depth < s.depth - 1) s.depth = std::max(s.depth - 1, 1);
+  }
+}
+
+void DraftPolicy::observe(SeqState& s, const DraftTree& tree, const std::vector<int>& path) {
+  if (tree.empty()) return;
+  const auto depths = tree.depths();
+  const auto e = estimates(s, tree);
+  std::vector<char> on_path(size_t(tree.size()), 0);
+  for (int p : path) on_path[size_t(p)] = 1;
+  s.predicted *= kSeqDecay;
+  s.accepted *= kSeqDecay;
+  for (int i = 0; i < tree.size(); ++i) {
+    const int b = bin(tree, i, depths);
+    seen_[size_t(b)] += 1;
+    hits_[size_t(b)] += on_path[size_t(i)];
+    s.predicted += e[size_t(i)];
+    s.accepted += on_path[size_t(i)];
+  }
+}
+
+}  // namespace eaglet

@@ -1,0 +1,67 @@
+// How much to draft, per sequence and step. Fixed: the shape the user gave (`-k`, a tree spec).
+// Auto: draft a tree of an adaptive depth, then keep the nodes that maximise expected accepted
+// tokens per second for the whole batch:
+//
+//   rate(N) = (sequences + sum of kept nodes' acceptance estimates) / (draft time + c(N))
+//
+// where N is the step's token count (roots, kept nodes, prefill tokens) and c(N) the measured
+// forward cost (cost_model.h). Nodes are taken best-first across all sequences; the step keeps
+// the prefix of that order with the highest rate, down to no draft at all, so speculation is
+// dropped when the forward's cost grows faster than the tokens it would gain (high concurrency).
+//
+// Acceptance estimates: a node is accepted with about its draft path probability (EAGLE-2's
+// observation), calibrated online per probability bin (chains without probabilities, n-gram:
+// per depth) and scaled per sequence by its recent accepted / predicted ratio.
+#pragma once
+#include <memory>
+#include <vector>
+
+#include "speculation/cost_model.h"
+#include "speculation/draft_tree.h"
+
+namespace eaglet {
+
+struct DraftPolicyConfig {
+  bool adaptive = false;  // auto
+  TreeShape shape;        // fixed shape, or the largest tree auto may draft
+};
+
+class DraftPolicy {
+ public:
+  // Per-sequence state, held by the engine next to the sequence.
+  struct SeqState {
+    int depth = 0;                      // auto: the depth to draft next
+    double predicted = 0, accepted = 0;  // decayed sums behind the per-sequence scale
+  };
+
+  DraftPolicy(DraftPolicyConfig cfg, std::shared_ptr<const CostModel> cost, bool scored);
+  SeqState new_sequence() const;
+  // The shape to ask the proposer for; `cap` bounds the depth (tokens left, context room).
+  TreeShape shape(const SeqState& s, int cap) const;
+  // Auto: trims each tree in place (see above); `fixed_tokens` are the step's other tokens
+  // (roots and prefill). Fixed: leaves the trees as drafted.
+  void trim(std::vector<DraftTree>& trees, std::vector<SeqState*>& states, int fixed_tokens,
+            double draft_seconds) const;
+  // After verification of `tree`, of which the first `accepted` path nodes were kept.
+  void observe(SeqState& s, const DraftTree& tree, const std::vector<int>& path);
+
+  const DraftPolicyConfig& config() const { return cfg_; }
+  // Estimated acceptance of each node of `tree` (for tests and the bench report).
+  std::vector<double> estimates(const SeqState& s, const DraftTree& tree) const;
+
+ private:
+  static constexpr int kBins = 20;
+  int bin(const DraftTree& tree, int node, const std::vector<int>& depths) const;
+  double prior(const DraftTree& tree, int node, const std::vector<int>& depths) const;
+
+  DraftPolicyConfig cfg_;
+  std::shared_ptr<const CostModel> cost_;
+  bool scored_;
+  // Calibration: nodes verified and accepted per bin (probability bins, or depths when unscored).
+  std::vector<double> seen_, hits_;
+};
+
+// "auto" | "chain" (with k) | "topk=4,depth=5,budget=16" (any subset; "tree:" prefix allowed).
+DraftPolicyConfig parse_draft_shape(const std::string& spec, int k);
+
+}  // namespace eaglet

@@ -1,0 +1,59 @@
+// EAGLE-3 drafting for many sequences sharing one draft KV cache.
+//
+// Per sequence the cache holds "exact" positions (state g from the target's own taps) followed by
+// the speculative positions of the current draft. Verified positions are folded back in with one
+// batched forward over every sequence, after rolling the speculative ones back (keeping their
+// approximate KV costs acceptance: vLLM #14649).
+//
+// Drafting builds a tree as EAGLE-2 / SGLang do: the root's children are the top-k of the draft's
+// distribution at the last exact position; at each further depth the `topk` best frontier nodes
+// (by path probability) are expanded with one batched draft forward over every sequence, each node
+// seeing the exact prefix and its own ancestors; finally the `budget` nodes of highest path
+// probability are kept. With topk = 1 this is chain drafting.
+#pragma once
+#include <map>
+
+#include "models/eagle3.h"
+#include "speculation/proposer.h"
+
+namespace eaglet {
+
+class Eagle3Proposer : public Proposer {
+ public:
+  static constexpr int kMaxTopk = 8;
+
+  Eagle3Proposer(const Eagle3Draft& draft, int64_t num_blocks);
+  std::string name() const override { return "eagle3"; }
+  std::vector<int> tap_layers() const override { return draft_.config().aux_layers; }
+  bool drafts_trees() const override { return true; }
+  bool scores_drafts() const override { return true; }
+  void begin(SeqId seq, const std::vector<int>& prompt, const float* prompt_taps, int first_token) override;
+  void end(SeqId seq) override;
+  void propose(const std::vector<Request>& requests, std::vector<DraftTree>* trees) override;
+  void accept(const std::vector<Accepted>& accepted) override;
+  const Eagle3Draft& draft() const { return draft_; }
+
+ private:
+  struct Candidate {
+    int token;
+    float prob;
+  };
+  struct State {
+    SeqId kv = 0;
+    int64_t exact_len = 0;
+    std::vector<Candidate> root;  // top kMaxTopk of the draft distribution after the last exact position
+    std::vector<float> last;      // draft state at the last exact position [H]
+    // Positions waiting to be folded in: position p pairs the target state row p with token p + 1.
+    std::vector<int> pending_tokens;
+    std::vector<float> pending_aux;
+  };
+  void flush();  // folds every sequence's pending positions in with one forward
+  // The `k` most likely draft tokens (as target ids) of a draft-vocabulary logit row.
+  std::vector<Candidate> top_candidates(const float* logits, int k) const;
+
+  const Eagle3Draft& draft_;
+  KvCache cache_;
+  std::map<SeqId, State> states_;
+};
+
+}  // namespace eaglet

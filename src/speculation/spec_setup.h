@@ -1,0 +1,63 @@
+// What `--draft`, `--spec-method`, `-k`, `--draft-shape` and `--aux-numbering` resolve to, shared
+// by generate, bench, demo and serve: the loaded draft (if any), the proposer registry, and the
+// draft policy (fixed shape, or auto with the measured cost model).
+#pragma once
+#include <functional>
+#include <memory>
+#include <string>
+
+#include "models/eagle3.h"
+#include "speculation/draft_policy.h"
+#include "speculation/proposer.h"
+
+namespace eaglet {
+
+struct SpecOptions {
+  std::string draft_dir;
+  std::string method;               // registry name; "" = eagle3 with a draft, else none
+  int num_speculative_tokens = -1;  // k of a chain; -1 = not given (auto); 0 disables speculation
+  std::string draft_shape;          // auto | chain | topk=..,depth=..,budget=..; "" = chain with -k, else auto
+  std::string aux_numbering = "input";  // "input" (vLLM) | "output" (SGLang/SpecForge/TorchSpec)
+  int ngram_max = 3, ngram_min = 1;
+  std::string cost_model_cache;     // "" = default file, "off" = measure every time
+};
+
+class SpecSetup;
+using ProposerFactory = std::function<std::unique_ptr<Proposer>(const SpecSetup&, int64_t draft_blocks)>;
+
+class SpecSetup {
+ public:
+  // Adds a proposer to the registry under `name` (--spec-method NAME). `needs_draft`: it reads
+  // the --draft model; `trees`: it drafts token trees (else tree shapes fall back to chains).
+  static void register_proposer(const std::string& name, bool needs_draft, bool trees, ProposerFactory make);
+
+  SpecSetup(const SpecOptions& opts, const Model& target);
+  bool enabled() const { return method_ != "none" && !policy_.shape.empty(); }
+  const std::string& method() const { return method_; }
+  const SpecOptions& options() const { return opts_; }
+  const Eagle3Draft* draft() const { return draft_.get(); }
+  const DraftPolicyConfig& policy_config() const { return policy_; }
+  // Chain length of a fixed chain, else the deepest tree the policy may draft.
+  int k() const { return policy_.shape.depth; }
+  // Most tokens one step adds to a sequence's target or draft KV cache beyond its length.
+  int max_step_tokens() const;
+
+  // A proposer for up to `draft_blocks` KV blocks of draft state (all sequences together).
+  std::unique_ptr<Proposer> new_proposer(int64_t draft_blocks) const;
+  // Draft KV bytes per block (0 without a draft model).
+  size_t draft_block_bytes() const;
+  // The policy for one engine; auto measures (or loads) the target's cost model once. `scored`:
+  // the proposer's trees carry draft probabilities.
+  std::unique_ptr<DraftPolicy> new_policy(Model& target, bool scored) const;
+  std::string describe() const;
+  static std::vector<std::string> methods();
+
+ private:
+  std::string method_;
+  SpecOptions opts_;
+  DraftPolicyConfig policy_;
+  std::unique_ptr<Eagle3Draft> draft_;
+  mutable std::shared_ptr<const CostModel> cost_;
+};
+
+}  // namespace eaglet
