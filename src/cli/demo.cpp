@@ -100,7 +100,7 @@ void run_demo(const DemoOptions& o) {
     for (size_t i = 0; i < prompts.size(); ++i) n += r.outputs[i] == base.outputs[i];
     return n;
   };
-  std::printf("\n== eaglet demo: %s, %zu unseen prompts, %d tokens, greedy, k=3, %d thread(s) ==\n", b.label().c_str(),
+  std::printf("\n== eaglet demo: %s, %zu unseen prompts, %d tokens, greedy, draft shape auto, %d thread(s) ==\n", b.label().c_str(),
               prompts.size(), o.max_tokens, ThreadPool::global().size());
   std::printf("training: %lld steps in %.0fs wall, trainer busy %.0f%%, eval simulated acceptance length %.2f\n",
               (long long)ts.steps_done, ts.wall_seconds, 100 * ts.trainer_busy_fraction, ts.eval_simulated_acceptance);

@@ -182,7 +182,9 @@ void EngineCore::draft(std::vector<Seq*>& decoding, int fixed_tokens) {
   proposer_->propose(requests, &trees);
   const double seconds = since(t0);
   spec_metrics_.draft_seconds += seconds;
-  policy_->trim(trees, states, fixed_tokens, seconds);
+  int levels = 0;
+  for (auto& r : requests) levels = std::max(levels, r.shape.depth);
+  policy_->trim(trees, states, fixed_tokens, seconds, levels);
   for (size_t i = 0; i < decoding.size(); ++i) {
     decoding[i]->tree = std::move(trees[i]);
     decoding[i]->tree.truncate(requests[i].shape.budget);
@@ -280,8 +282,9 @@ void EngineCore::step() {
     const int64_t len_before = cache_->length(s.kv) - int64_t(c.tokens.size());
     const Verdict v = verify_tree(logits, V, s.tree, s.sampler);
     if (!s.tree.empty()) {
-      spec_metrics_.record(s.tree.size(), v.accepted());
-      if (metrics_) metrics_->spec_step(s.tree.size(), v.accepted());
+      const auto depths = s.tree.depths();
+      spec_metrics_.record(s.tree.size(), v.accepted(), *std::max_element(depths.begin(), depths.end()));
+      if (metrics_) metrics_->spec_step(s.tree.size(), v.accepted(), *std::max_element(depths.begin(), depths.end()));
       policy_->observe(s.policy, s.tree, v.path);
     }
     // Keep the root and the accepted path: their K/V rows move into place.

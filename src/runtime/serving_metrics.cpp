@@ -27,7 +27,8 @@ std::string Histogram::render(const std::string& name, const std::string& help) 
 
 ServingMetrics::ServingMetrics()
     : ttft_({0.001, 0.005, 0.01, 0.02, 0.04, 0.06, 0.08, 0.1, 0.25, 0.5, 0.75, 1.0, 2.5, 5.0, 7.5, 10.0}),
-      itl_({0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.075, 0.1, 0.15, 0.2, 0.3, 0.4, 0.5, 0.75, 1.0, 2.5}) {}
+      itl_({0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.075, 0.1, 0.15, 0.2, 0.3, 0.4, 0.5, 0.75, 1.0, 2.5}),
+      draft_tokens_({1, 2, 3, 4, 5, 6, 8, 10, 12, 16, 24, 32, 48, 63}) {}
 
 void ServingMetrics::request_finished(const std::string& reason) {
   std::lock_guard<std::mutex> lk(mu_);
@@ -50,10 +51,11 @@ void ServingMetrics::inter_token_latency(double s) {
   itl_.observe(s);
 }
 
-void ServingMetrics::spec_step(int drafted, int accepted) {
+void ServingMetrics::spec_step(int drafted, int accepted, int depth) {
   std::lock_guard<std::mutex> lk(mu_);
-  spec_.record(drafted, accepted);
-  interval_.record(drafted, accepted);
+  spec_.record(drafted, accepted, depth);
+  interval_.record(drafted, accepted, depth);
+  draft_tokens_.observe(drafted);
 }
 
 void ServingMetrics::set_gauges(int running, int waiting, double kv_usage) {
@@ -101,6 +103,8 @@ std::string ServingMetrics::render(const std::string& model) const {
   for (size_t i = 0; i < spec_.accepted_per_pos.size(); ++i)
     out += fmt::format("eaglet:spec_decode_num_accepted_tokens_per_pos_total{{{},position=\"{}\"}} {}\n", l, i,
                        spec_.accepted_per_pos[i]);
+  out += draft_tokens_.render("eaglet:spec_decode_draft_tokens_per_step",
+                              "Draft tokens (chain or tree nodes) a sequence's verification checked, as the draft policy chose.");
   // The process collector's name, which dashboards (and the soak test) watch for leaks.
   out += fmt::format("# HELP process_resident_memory_bytes Resident memory size in bytes.\n"
                      "# TYPE process_resident_memory_bytes gauge\nprocess_resident_memory_bytes {}\n",

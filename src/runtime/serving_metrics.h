@@ -31,7 +31,8 @@ class ServingMetrics {
   void tokens(int64_t prompt, int64_t generation);
   void time_to_first_token(double s);
   void inter_token_latency(double s);
-  void spec_step(int drafted, int accepted);
+  // One verified draft (chain or tree) of `drafted` tokens and `depth` levels.
+  void spec_step(int drafted, int accepted, int depth = -1);
   void set_gauges(int running, int waiting, double kv_usage);
   std::string render(const std::string& model_name) const;
   // vLLM-style "SpecDecoding metrics: ..." for the interval since the last call.
@@ -43,7 +44,7 @@ class ServingMetrics {
   int64_t prompt_tokens_ = 0, generation_tokens_ = 0;
   int running_ = 0, waiting_ = 0;
   double kv_usage_ = 0;
-  Histogram ttft_, itl_;
+  Histogram ttft_, itl_, draft_tokens_;
   SpecMetrics spec_, interval_;
 };
 

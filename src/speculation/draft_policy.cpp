@@ -61,12 +61,14 @@ DraftPolicy::DraftPolicy(DraftPolicyConfig cfg, std::shared_ptr<const CostModel>
 DraftPolicy::SeqState DraftPolicy::new_sequence() const {
   SeqState s;
   s.depth = cfg_.adaptive ? std::min(3, cfg_.shape.depth) : cfg_.shape.depth;
+  s.topk = cfg_.adaptive ? std::min(2, cfg_.shape.topk) : cfg_.shape.topk;
   return s;
 }
 
 TreeShape DraftPolicy::shape(const SeqState& s, int cap) const {
   TreeShape t = cfg_.shape;
   t.depth = std::min(s.depth, cap);
+  t.topk = std::min(s.topk, cfg_.shape.topk);
   if (t.depth <= 0) return {};
   if (t.topk <= 1) t.budget = std::min(t.budget, t.depth);
   return t;
@@ -97,8 +99,12 @@ std::vector<double> DraftPolicy::estimates(const SeqState& s, const DraftTree& t
 }
 
 void DraftPolicy::trim(std::vector<DraftTree>& trees, std::vector<SeqState*>& states, int fixed_tokens,
-                       double draft_seconds) const {
+                       double draft_seconds, int draft_levels) {
   if (!cfg_.adaptive) return;
+  if (draft_levels > 0) {
+    const double per_level = draft_seconds / draft_levels;
+    level_seconds_ = level_seconds_ < 0 ? per_level : 0.9 * level_seconds_ + 0.1 * per_level;
+  }
   std::vector<std::vector<double>> est(trees.size());
   // Best-first over sequences: each tree's nodes in order (every prefix is a tree).
   using Item = std::pair<double, size_t>;  // (estimate of the sequence's next node, sequence)
@@ -109,10 +115,10 @@ void DraftPolicy::trim(std::vector<DraftTree>& trees, std::vector<SeqState*>& st
     if (!est[i].empty()) next.push({est[i][0], i});
   }
   double gain = 0;
-  int n = 0, best_n = 0;
-  double best_rate = double(fixed_tokens) / (draft_seconds + cost_->target_seconds(fixed_tokens));
-  std::vector<int> best_taken = taken;
   const double roots = double(states.size());
+  double best_rate = roots / (draft_seconds + cost_->target_seconds(fixed_tokens));
+  std::vector<int> best_taken = taken;
+  int n = 0;
   while (!next.empty()) {
     auto [e, i] = next.top();
     next.pop();
@@ -122,20 +128,29 @@ void DraftPolicy::trim(std::vector<DraftTree>& trees, std::vector<SeqState*>& st
     const double rate = (roots + gain) / (draft_seconds + cost_->target_seconds(fixed_tokens + n));
     if (rate > best_rate) {
       best_rate = rate;
-      best_n = n;
       best_taken = taken;
     }
   }
-  (void)best_n;
+  // A level is worth drafting when its kept nodes bring more tokens than the step's rate would
+  // produce in the time its draft forward takes.
+  const double level_tokens = best_rate * std::max(0.0, level_seconds_);
   for (size_t i = 0; i < trees.size(); ++i) {
     trees[i].truncate(best_taken[i]);
-    // Depth for the next draft: one deeper when the kept tree used the whole depth, one
-    // shallower when it left two levels unused.
     SeqState& s = *states[i];
+    const auto depths = trees[i].depths();
     int kept_depth = 0;
-    for (int d : trees[i].depths()) kept_depth = std::max(kept_depth, d);
-    if (kept_depth >= s.depth) s.depth = std::min(s.depth + 1, cfg_.shape.depth);
-    else if (kept_depth < s.depth - 1) s.depth = std::max(s.depth - 1, 1);
+    for (int d : depths) kept_depth = std::max(kept_depth, d);
+    double deepest = 0;
+    std::vector<int> children(size_t(trees[i].size()) + 1, 0);
+    for (int k = 0; k < trees[i].size(); ++k) {
+      if (depths[size_t(k)] == kept_depth) deepest += est[i][size_t(k)];
+      ++children[size_t(trees[i].parents[size_t(k)] + 1)];
+    }
+    const int width = children.empty() ? 0 : *std::max_element(children.begin(), children.end());
+    if (kept_depth >= s.depth && deepest >= level_tokens) s.depth = std::min(s.depth + 1, cfg_.shape.depth);
+    else if (kept_depth < s.depth || deepest < level_tokens) s.depth = std::max(s.depth - 1, 1);
+    if (width >= s.topk) s.topk = std::min(s.topk + 1, cfg_.shape.topk);
+    else if (width < s.topk - 1) s.topk = std::max(s.topk - 1, 1);
   }
 }
 

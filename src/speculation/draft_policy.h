@@ -31,6 +31,7 @@ class DraftPolicy {
   // Per-sequence state, held by the engine next to the sequence.
   struct SeqState {
     int depth = 0;                      // auto: the depth to draft next
+    int topk = 1;                       // auto: children per expanded node next time
     double predicted = 0, accepted = 0;  // decayed sums behind the per-sequence scale
   };
 
@@ -39,9 +40,13 @@ class DraftPolicy {
   // The shape to ask the proposer for; `cap` bounds the depth (tokens left, context room).
   TreeShape shape(const SeqState& s, int cap) const;
   // Auto: trims each tree in place (see above); `fixed_tokens` are the step's other tokens
-  // (roots and prefill). Fixed: leaves the trees as drafted.
-  void trim(std::vector<DraftTree>& trees, std::vector<SeqState*>& states, int fixed_tokens,
-            double draft_seconds) const;
+  // (roots and prefill), `draft_seconds` what drafting them took and `draft_levels` the deepest
+  // level drafted. Then sets each sequence's next depth and width: one level deeper while the
+  // deepest kept level is expected to return more than its draft forward costs, shallower when
+  // it does not or was trimmed away; wider while some node kept every child drafted, narrower
+  // when none kept more than topk - 2. Fixed: leaves the trees as drafted.
+  void trim(std::vector<DraftTree>& trees, std::vector<SeqState*>& states, int fixed_tokens, double draft_seconds,
+            int draft_levels);
   // After verification of `tree`, of which the first `accepted` path nodes were kept.
   void observe(SeqState& s, const DraftTree& tree, const std::vector<int>& path);
 
@@ -57,6 +62,7 @@ class DraftPolicy {
   DraftPolicyConfig cfg_;
   std::shared_ptr<const CostModel> cost_;
   bool scored_;
+  double level_seconds_ = -1;  // EMA of the draft's cost per tree level (a batched forward)
   // Calibration: nodes verified and accepted per bin (probability bins, or depths when unscored).
   std::vector<double> seen_, hits_;
 };

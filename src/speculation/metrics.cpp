@@ -4,12 +4,13 @@
 
 namespace eaglet {
 
-void SpecMetrics::record(int num_drafted, int num_accepted) {
+void SpecMetrics::record(int num_drafted, int num_accepted, int depth) {
   if (num_drafted <= 0) return;
+  if (depth < 0) depth = num_drafted;
   ++num_drafts;
   num_draft_tokens += num_drafted;
   num_accepted_tokens += num_accepted;
-  if (accepted_per_pos.size() < size_t(num_drafted)) accepted_per_pos.resize(size_t(num_drafted), 0);
+  if (accepted_per_pos.size() < size_t(depth)) accepted_per_pos.resize(size_t(depth), 0);
   for (int i = 0; i < num_accepted; ++i) ++accepted_per_pos[size_t(i)];
   if (drafts_by_size.size() <= size_t(num_drafted)) drafts_by_size.resize(size_t(num_drafted) + 1, 0);
   ++drafts_by_size[size_t(num_drafted)];

@@ -14,7 +14,8 @@ struct SpecMetrics {
   std::vector<int64_t> drafts_by_size;    // [n]: drafts (trees or chains) of n tokens
   double target_seconds = 0, draft_seconds = 0, verify_seconds = 0;
 
-  void record(int num_drafted, int num_accepted);
+  // One verified draft of `num_drafted` tokens, `depth` levels deep (a chain: depth = tokens).
+  void record(int num_drafted, int num_accepted, int depth = -1);
   void merge(const SpecMetrics& o);
   double mean_acceptance_length() const { return num_drafts ? 1.0 + double(num_accepted_tokens) / num_drafts : 1.0; }
   double mean_draft_tokens() const { return num_drafts ? double(num_draft_tokens) / num_drafts : 0.0; }
