@@ -167,7 +167,7 @@ bool EngineCore::emit(Seq& s, int token, const float* logits_row) {
 // Draft trees for every decoding sequence: one batched proposer call, then the policy's trim.
 void EngineCore::draft(std::vector<Seq*>& decoding, int fixed_tokens) {
   for (Seq* s : decoding) s->tree = {};
-  if (!proposer_ || decoding.empty()) return;
+  if (!proposer_ || decoding.empty() || !policy_->worth_drafting(int(decoding.size()), fixed_tokens)) return;
   std::vector<Proposer::Request> requests;
   std::vector<DraftPolicy::SeqState*> states;
   for (Seq* s : decoding) {

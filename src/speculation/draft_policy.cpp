@@ -98,6 +98,21 @@ std::vector<double> DraftPolicy::estimates(const SeqState& s, const DraftTree& t
   return e;
 }
 
+bool DraftPolicy::worth_drafting(int sequences, int fixed_tokens) const {
+  if (!cfg_.adaptive || sequences <= 0) return true;
+  const double draft = std::max(0.0, level_seconds_);
+  const double plain = double(sequences) / cost_->target_seconds(fixed_tokens);
+  // One to four nodes per sequence, each level accepted with the first node's rate.
+  double gain = 0, a = 1;
+  for (int k = 1; k <= 4; ++k) {
+    a *= first_hit_;
+    gain += a;
+    const double rate = double(sequences) * (1 + gain) / (draft + cost_->target_seconds(fixed_tokens + k * sequences));
+    if (rate > plain) return true;
+  }
+  return false;
+}
+
 void DraftPolicy::trim(std::vector<DraftTree>& trees, std::vector<SeqState*>& states, int fixed_tokens,
                        double draft_seconds, int draft_levels) {
   if (!cfg_.adaptive) return;
@@ -160,6 +175,7 @@ void DraftPolicy::observe(SeqState& s, const DraftTree& tree, const std::vector<
   const auto e = estimates(s, tree);
   std::vector<char> on_path(size_t(tree.size()), 0);
   for (int p : path) on_path[size_t(p)] = 1;
+  first_hit_ = 0.95 * first_hit_ + 0.05 * on_path[0];
   s.predicted *= kSeqDecay;
   s.accepted *= kSeqDecay;
   for (int i = 0; i < tree.size(); ++i) {

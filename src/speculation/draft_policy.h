@@ -39,6 +39,11 @@ class DraftPolicy {
   SeqState new_sequence() const;
   // The shape to ask the proposer for; `cap` bounds the depth (tokens left, context room).
   TreeShape shape(const SeqState& s, int cap) const;
+  // Auto: whether drafting for `sequences` decoding sequences can pay at all this step, given
+  // the step's other tokens: even one node per sequence at the recent first-node acceptance must
+  // beat plain decoding after the draft's own time. When it cannot (a compute-bound batch), the
+  // engine skips the proposer for the step, draft forwards included. Fixed shapes: always.
+  bool worth_drafting(int sequences, int fixed_tokens) const;
   // Auto: trims each tree in place (see above); `fixed_tokens` are the step's other tokens
   // (roots and prefill), `draft_seconds` what drafting them took and `draft_levels` the deepest
   // level drafted. Then sets each sequence's next depth and width: one level deeper while the
@@ -63,6 +68,7 @@ class DraftPolicy {
   std::shared_ptr<const CostModel> cost_;
   bool scored_;
   double level_seconds_ = -1;  // EMA of the draft's cost per tree level (a batched forward)
+  double first_hit_ = 0.7;     // EMA of how often a tree's first node is accepted
   // Calibration: nodes verified and accepted per bin (probability bins, or depths when unscored).
   std::vector<double> seen_, hits_;
 };

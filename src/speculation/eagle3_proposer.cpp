@@ -54,12 +54,13 @@ std::vector<Eagle3Proposer::Candidate> Eagle3Proposer::top_candidates(const floa
   return out;
 }
 
-void Eagle3Proposer::flush() {
+void Eagle3Proposer::flush(const std::vector<Request>& requests) {
   const int64_t H = draft_.config().hidden, A = 3 * int64_t(draft_.config().target_hidden);
   std::vector<Eagle3Rows> chunks;
   std::vector<State*> who;
   std::vector<float> aux;
-  for (auto& [seq, st] : states_) {
+  for (const Request& r : requests) {
+    State& st = states_.at(r.seq);
     if (st.pending_tokens.empty()) continue;
     cache_.truncate(st.kv, st.exact_len);  // drop the speculative tail of the last draft
     chunks.push_back(Eagle3Rows{st.kv, st.pending_tokens});
@@ -85,7 +86,7 @@ void Eagle3Proposer::flush() {
 }
 
 void Eagle3Proposer::propose(const std::vector<Request>& requests, std::vector<DraftTree>* trees) {
-  flush();
+  flush(requests);
   const int64_t H = draft_.config().hidden;
   const int Vd = draft_.config().draft_vocab;
   struct Node {

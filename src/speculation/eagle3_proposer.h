@@ -47,7 +47,9 @@ class Eagle3Proposer : public Proposer {
     std::vector<int> pending_tokens;
     std::vector<float> pending_aux;
   };
-  void flush();  // folds every sequence's pending positions in with one forward
+  // Folds the pending positions of the requested sequences in with one forward. Sequences the
+  // engine does not ask to draft keep theirs (target taps included) until it does.
+  void flush(const std::vector<Request>& requests);
   // The `k` most likely draft tokens (as target ids) of a draft-vocabulary logit row.
   std::vector<Candidate> top_candidates(const float* logits, int k) const;
 

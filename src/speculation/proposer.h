@@ -3,8 +3,9 @@
 //   begin()   for each sequence whose prefill just finished,
 //   accept()  for each sequence just verified,
 //   propose() once, for every sequence that drafts this step.
-// Work queued by begin()/accept() runs inside propose(), batched over sequences (an EAGLE-3
-// draft folds every sequence's newly verified positions in with one forward).
+// Work queued by begin()/accept() runs inside propose(), batched over the sequences asked for (an
+// EAGLE-3 draft folds their newly verified positions in with one forward); a sequence the engine
+// does not ask to draft for a while keeps its queue until it does.
 #pragma once
 #include <string>
 #include <vector>

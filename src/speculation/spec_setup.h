@@ -51,6 +51,8 @@ class SpecSetup {
   std::unique_ptr<DraftPolicy> new_policy(Model& target, bool scored) const;
   std::string describe() const;
   static std::vector<std::string> methods();
+  // Uses `cost` instead of measuring the target (tests, and tools that measured already).
+  void set_cost_model(std::shared_ptr<const CostModel> cost) { cost_ = std::move(cost); }
 
  private:
   std::string method_;
