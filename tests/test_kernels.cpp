@@ -50,7 +50,7 @@ std::vector<float> abs_dot_scale(const std::vector<float>& x, const std::vector<
 TEST(Kernels, MatmulMatchesScalarOnOddShapes) {
   const IsaTable& ref = kernels::scalar_table();
   uint64_t seed = 1;
-  for (int64_t M : {1, 2, 3, 5, 7})
+  for (int64_t M : {1, 2, 3, 4, 5, 7, 8, 9})
     for (int64_t K : {1, 7, 17, 33, 67, 130})
       for (int64_t N : {1, 3, 5, 13, 37}) {
         auto x = test::random_normal(size_t(M * K), 1.0f, seed++);

@@ -22,7 +22,7 @@ inline __m512 widen_bf16(__m256i h) {
 struct F32Engine {
   using Acc = __m512;
   using W = __m512;
-  static constexpr int kStep = 16, kMR = 4, kDecodeNR = EAGLET_DECODE_NR;
+  static constexpr int kStep = 16, kMR = 4, kNR = 4, kDecodeNR = EAGLET_DECODE_NR;
   static Acc zero() { return _mm512_setzero_ps(); }
   static __m512 load_x(const float* p) { return _mm512_loadu_ps(p); }
   static __m512 load_x_n(const float* p, int n) { return _mm512_maskz_loadu_ps(mask16(n), p); }
@@ -47,7 +47,7 @@ void matmul_bf16(const float* x, int64_t M, int64_t K, const bf16_t* w, int64_t 
 struct Bf16DotEngine {
   using Acc = __m512;
   using W = __m512bh;
-  static constexpr int kStep = 32, kMR = 4, kDecodeNR = EAGLET_DECODE_NR;
+  static constexpr int kStep = 32, kMR = 4, kNR = 4, kDecodeNR = EAGLET_DECODE_NR;
   static __mmask32 mask32(int n) { return n >= 32 ? ~__mmask32(0) : __mmask32((1u << n) - 1); }
   static Acc zero() { return _mm512_setzero_ps(); }
   static __m512bh load_x(const bf16_t* p) { return (__m512bh)_mm512_loadu_si512(p); }

@@ -127,7 +127,7 @@ void matmul(const XT* x, int64_t M, int64_t K, const WT* w, int64_t n0, int64_t 
   if (M == 1)
     matvec<E, E::kDecodeNR>(x, K, w, n0, n1, y);
   else
-    matmul_nr<E, 4>(x, M, K, w, n0, n1, y, ldy);
+    matmul_nr<E, E::kNR>(x, M, K, w, n0, n1, y, ldy);
 }
 
 }  // namespace eaglet::kernels::simd

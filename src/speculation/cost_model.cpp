@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
@@ -67,10 +68,9 @@ std::string CostModel::key(const Model& target) {
                      ThreadPool::global().size(), isa_name(active_isa()));
 }
 
-CostModel CostModel::measure(Model& target, int reps) {
-  const auto& sizes = measured_sizes();
+CostModel CostModel::measure(Model& target, int reps, const std::vector<int>& sizes) {
   const int prefix = 64, V = target.config().vocab;
-  std::vector<int> ids(size_t(prefix + sizes.back()));
+  std::vector<int> ids(size_t(prefix + *std::max_element(sizes.begin(), sizes.end())));
   for (size_t i = 0; i < ids.size(); ++i) ids[i] = int((i * 7919 + 13) % size_t(V));
   KvCache cache(target.kv_shape(kv_blocks_for(int64_t(ids.size()))));
   const SeqId seq = cache.create();
@@ -109,8 +109,15 @@ CostModel CostModel::for_target(Model& target, const std::string& cache_path) {
         std::vector<std::pair<int, double>> pts;
         for (auto& p : j[k]) pts.emplace_back(p.at(0).get<int>(), p.at(1).get<double>());
         CostModel m(std::move(pts));
-        spdlog::info("cost model: loaded from {} (c(4)/c(1) = {:.2f}, c(16)/c(1) = {:.2f})", path, m.ratio(4), m.ratio(16));
-        return m;
+        const CostModel now = measure(target, 2, {1, 4});
+        const bool holds = std::abs(now.ratio(4) / m.ratio(4) - 1) < 0.15 &&
+                           std::abs(now.target_seconds(1) / m.target_seconds(1) - 1) < 0.25;
+        if (holds) {
+          spdlog::info("cost model: loaded from {} (c(4)/c(1) = {:.2f}, c(16)/c(1) = {:.2f})", path, m.ratio(4), m.ratio(16));
+          return m;
+        }
+        spdlog::info("cost model: {} no longer holds (c(1) {:.1f} -> {:.1f} ms, c(4)/c(1) {:.2f} -> {:.2f}); measuring again",
+                     path, 1e3 * m.target_seconds(1), 1e3 * now.target_seconds(1), m.ratio(4), now.ratio(4));
       } catch (const std::exception& e) {
         spdlog::warn("{}: bad cost-model entry ({}); measuring again", path, e.what());
       }

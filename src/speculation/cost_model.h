@@ -4,7 +4,9 @@
 // draft policy reads it to decide how many draft tokens a step can afford.
 //
 // Measuring takes a few seconds on a 1B model, so the table is cached per model, threads and ISA
-// in $XDG_CACHE_HOME/eaglet/cost_model.json (~/.cache when unset).
+// in $XDG_CACHE_HOME/eaglet/cost_model.json (~/.cache when unset). A cached table is checked at
+// start against a quick c(1), c(4) and measured again when it no longer holds (new kernels, a
+// different machine behind the same name, a VM whose bandwidth moved).
 #pragma once
 #include <string>
 #include <utility>
@@ -21,7 +23,7 @@ class CostModel {
   // Loads the table for this target from `cache_path` ("" = the default file, "off" = none) or
   // measures it there and then (and stores it).
   static CostModel for_target(Model& target, const std::string& cache_path = "");
-  static CostModel measure(Model& target, int reps = 3);
+  static CostModel measure(Model& target, int reps = 3, const std::vector<int>& sizes = measured_sizes());
   explicit CostModel(std::vector<std::pair<int, double>> points);
 
   // Seconds of one target forward over n tokens in total (n >= 1).

@@ -10,7 +10,8 @@
 namespace eaglet {
 
 namespace {
-constexpr double kPriorWeight = 8;    // pseudo-observations behind each bin's prior
+constexpr double kPriorWeight = 4;    // pseudo-observations behind each bin's prior
+constexpr int kDepthBins = 8;         // scored trees: calibration per (depth, probability) bin
 constexpr double kSeqDecay = 0.9;     // per-step decay of a sequence's accepted / predicted sums
 constexpr int kMaxAutoDepth = 8;
 }  // namespace
@@ -53,7 +54,8 @@ DraftPolicyConfig parse_draft_shape(const std::string& spec, int k) {
 }
 
 DraftPolicy::DraftPolicy(DraftPolicyConfig cfg, std::shared_ptr<const CostModel> cost, bool scored)
-    : cfg_(cfg), cost_(std::move(cost)), scored_(scored), seen_(size_t(scored ? kBins : kMaxTreeTokens + 1), 0.0),
+    : cfg_(cfg), cost_(std::move(cost)), scored_(scored),
+      seen_(size_t(scored ? kDepthBins * kBins : kMaxTreeTokens + 1), 0.0),
       hits_(seen_.size(), 0.0) {
   EAGLET_CHECK(!cfg_.adaptive || cost_, "adaptive drafting needs a cost model");
 }
@@ -76,7 +78,10 @@ TreeShape DraftPolicy::shape(const SeqState& s, int cap) const {
 
 int DraftPolicy::bin(const DraftTree& tree, int node, const std::vector<int>& depths) const {
   if (!scored_) return std::min(depths[size_t(node)], kMaxTreeTokens);
-  return std::clamp(int(tree.scores[size_t(node)] * kBins), 0, kBins - 1);
+  // By depth too: a draft's probabilities are calibrated differently at different depths (often
+  // over-confident at the first, under-confident deeper, where the target's own state is older).
+  const int d = std::min(depths[size_t(node)], kDepthBins) - 1;
+  return d * kBins + std::clamp(int(tree.scores[size_t(node)] * kBins), 0, kBins - 1);
 }
 
 double DraftPolicy::prior(const DraftTree& tree, int node, const std::vector<int>& depths) const {

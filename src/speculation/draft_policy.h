@@ -10,8 +10,8 @@
 // dropped when the forward's cost grows faster than the tokens it would gain (high concurrency).
 //
 // Acceptance estimates: a node is accepted with about its draft path probability (EAGLE-2's
-// observation), calibrated online per probability bin (chains without probabilities, n-gram:
-// per depth) and scaled per sequence by its recent accepted / predicted ratio.
+// observation), calibrated online per (depth, probability) bin (chains without probabilities,
+// n-gram: per depth) and scaled per sequence by its recent accepted / predicted ratio.
 #pragma once
 #include <memory>
 #include <vector>
