@@ -283,8 +283,9 @@ void EngineCore::step() {
     const Verdict v = verify_tree(logits, V, s.tree, s.sampler);
     if (!s.tree.empty()) {
       const auto depths = s.tree.depths();
-      spec_metrics_.record(s.tree.size(), v.accepted(), *std::max_element(depths.begin(), depths.end()));
-      if (metrics_) metrics_->spec_step(s.tree.size(), v.accepted(), *std::max_element(depths.begin(), depths.end()));
+      const int depth = *std::max_element(depths.begin(), depths.end());
+      spec_metrics_.record(s.tree.size(), v.accepted(), depth);
+      if (metrics_) metrics_->spec_step(s.tree.size(), v.accepted(), depth);
       policy_->observe(s.policy, s.tree, v.path);
     }
     // Keep the root and the accepted path: their K/V rows move into place.

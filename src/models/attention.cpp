@@ -91,15 +91,20 @@ void paged_attention(KvCache& cache, int layer, const std::vector<TokenSlot>& sl
   const int64_t T = int64_t(slots.size());
   const int group = s.num_heads / s.num_kv_heads;
   const int hd = s.head_dim;
-  std::vector<std::vector<PosSpan>> spans(slots.size());
-  for (size_t t = 0; t < slots.size(); ++t) spans[t] = visible_spans(slots[t]);
+  // Only tree tokens need span lists; a causal token sees one span (no allocation per token).
+  std::vector<std::vector<PosSpan>> tree_spans(slots.size());
+  for (size_t t = 0; t < slots.size(); ++t)
+    if (slots[t].tree_base >= 0) tree_spans[t] = visible_spans(slots[t]);
   auto heads = [&](int64_t b, int64_t e, int) {
     for (int64_t i = b; i < e; ++i) {
       const int64_t t = i / s.num_heads;
       const int h = int(i % s.num_heads);
-      const auto& sp = spans[size_t(t)];
-      attend_head(cache, layer, slots[size_t(t)].seq, h / group, hd, q + (t * s.num_heads + h) * hd, sp.data(),
-                  sp.size(), out + (t * s.num_heads + h) * hd);
+      const TokenSlot& slot = slots[size_t(t)];
+      const PosSpan causal{0, slot.row + 1};
+      const auto& tree = tree_spans[size_t(t)];
+      const bool is_tree = slot.tree_base >= 0;
+      attend_head(cache, layer, slot.seq, h / group, hd, q + (t * s.num_heads + h) * hd,
+                  is_tree ? tree.data() : &causal, is_tree ? tree.size() : 1, out + (t * s.num_heads + h) * hd);
     }
   };
   // Two multiply-adds per cached position and head dimension; small passes skip the fork-join.
