@@ -5,6 +5,8 @@
 #include <benchmark/benchmark.h>
 
 #include <algorithm>
+#include <map>
+#include <memory>
 #include <new>
 #include <random>
 #include <vector>
@@ -58,14 +60,21 @@ struct WeightSet {
   }
 };
 
-// Runs one benchmark on the given ISA and thread count, restoring the ISA afterwards.
+// One pool per thread count, kept for the whole run (starting threads is not what is measured).
+ThreadPool& pool_of(int64_t threads) {
+  static std::map<int64_t, std::unique_ptr<ThreadPool>> pools;
+  auto& p = pools[threads];
+  if (!p) p = std::make_unique<ThreadPool>(int(threads));
+  return *p;
+}
+
+// Runs one benchmark on the given ISA, restoring the ISA afterwards.
 class IsaScope {
  public:
-  IsaScope(benchmark::State& state, Isa isa, int64_t threads) : saved_(active_isa()) {
+  IsaScope(benchmark::State& state, Isa isa) : saved_(active_isa()) {
     set_active_isa(isa);
     ok_ = active_isa() == isa;
     if (!ok_) state.SkipWithError("ISA not supported on this CPU");
-    ThreadPool::set_global_threads(int(threads));
   }
   ~IsaScope() { set_active_isa(saved_); }
   bool ok() const { return ok_; }
@@ -77,7 +86,8 @@ class IsaScope {
 
 void run_matmul(benchmark::State& state, DType dt, Isa isa) {
   const int64_t M = state.range(0), threads = state.range(1);
-  IsaScope scope(state, isa, threads);
+  IsaScope scope(state, isa);
+  ThreadPool& pool = pool_of(threads);
   if (!scope.ok()) return;
   static WeightSet* sets[2] = {nullptr, nullptr};
   WeightSet*& ws = sets[dt == DType::BF16];
@@ -85,7 +95,7 @@ void run_matmul(benchmark::State& state, DType dt, Isa isa) {
   std::vector<float> x(size_t(M * ws->cols), 0.5f), y(size_t(M * ws->rows));
   int64_t i = 0;
   for (auto _ : state) {
-    kernels::matmul(x.data(), M, ws->view(i++ % ws->count), y.data());
+    kernels::matmul(pool, x.data(), M, ws->view(i++ % ws->count), y.data());
     benchmark::DoNotOptimize(y.data());
   }
   state.SetBytesProcessed(int64_t(state.iterations()) * ws->view(0).nbytes());
@@ -109,12 +119,12 @@ BENCHMARK_CAPTURE(run_matmul, Bf16_scalar, DType::BF16, Isa::Scalar)->Args({1, 1
 // o, one of gate / up, down), ~550 MB of each, on the active ISA.
 void run_decode_shape(benchmark::State& state) {
   const int64_t rows = state.range(0), cols = state.range(1);
-  ThreadPool::set_global_threads(int(state.range(2)));
+  ThreadPool& pool = pool_of(state.range(2));
   const WeightSet ws(DType::BF16, rows, cols, (int64_t(275) << 20) / (rows * cols));
   std::vector<float> x(static_cast<size_t>(cols), 0.5f), y(static_cast<size_t>(rows));
   int64_t i = 0;
   for (auto _ : state) {
-    kernels::matmul(x.data(), 1, ws.view(i++ % ws.count), y.data());
+    kernels::matmul(pool, x.data(), 1, ws.view(i++ % ws.count), y.data());
     benchmark::DoNotOptimize(y.data());
   }
   state.counters["GB/s"] = benchmark::Counter(double(state.iterations()) * double(ws.view(0).nbytes()) / 1e9,
@@ -131,9 +141,9 @@ BENCHMARK(run_decode_shape)
 // The same probe `eaglet bench` reports (best of one- and four-stream reads with the widest
 // loads), so the matvec rows above can be read as a fraction of it.
 void BM_MemoryRead(benchmark::State& state) {
-  ThreadPool::set_global_threads(int(state.range(0)));
+  ThreadPool& pool = pool_of(state.range(0));
   double gbps = 0;
-  for (auto _ : state) gbps = std::max(gbps, measure_memory_bandwidth(ThreadPool::global(), 512, 3).read_gbps);
+  for (auto _ : state) gbps = std::max(gbps, measure_memory_bandwidth(pool, 512, 3).read_gbps);
   state.counters["read_GB/s"] = gbps;
 }
 BENCHMARK(BM_MemoryRead)->Arg(1)->Arg(2)->ArgName("threads")->Iterations(1)->UseRealTime();
@@ -148,7 +158,8 @@ BENCHMARK(BM_Dot)->Arg(64)->Arg(128);
 // MXFP8 experts of the M3-shaped synthetic model (1024 x 2048 e4m3 + E8M0 scales), ~270 MB.
 void run_mxfp8(benchmark::State& state, Isa isa) {
   const int64_t M = state.range(0), threads = state.range(1), N = 1024, K = 2048, count = 128;
-  IsaScope scope(state, isa, threads);
+  IsaScope scope(state, isa);
+  ThreadPool& pool = pool_of(threads);
   if (!scope.ok()) return;
   static PageVector<uint8_t> codes, scales;
   if (codes.empty()) {
@@ -165,7 +176,7 @@ void run_mxfp8(benchmark::State& state, Isa isa) {
     v.quant = kernels::QuantScheme::Mxfp8;
     v.scales = scales.data() + e * N * K / 32;
     v.scale_bytes = size_t(N * K / 32);
-    kernels::matmul(x.data(), M, v, y.data());
+    kernels::matmul(pool, x.data(), M, v, y.data());
     benchmark::DoNotOptimize(y.data());
   }
   state.SetBytesProcessed(int64_t(state.iterations()) * (N * K + N * K / 32));

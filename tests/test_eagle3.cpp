@@ -45,11 +45,11 @@ TEST_P(DraftVsReference, ForwardMatches) {
   KvCache cache(draft->kv_shape(4, 16));
   SeqId s = cache.create();
   std::vector<float> g(size_t(T * H)), out(size_t(T * H)), logits, all_logits;
-  draft->fuse_aux(aux.data(), T, g.data());
-  draft->forward(cache, {Eagle3Rows{s, std::vector<int>(tokens.begin(), tokens.begin() + T)}}, g.data(), out.data(),
+  draft->fuse_aux(test::pool(), aux.data(), T, g.data());
+  draft->forward(test::pool(), cache, {Eagle3Rows{s, std::vector<int>(tokens.begin(), tokens.begin() + T)}}, g.data(), out.data(),
                  &all_logits, /*all_logits=*/true);
   std::vector<float> g2(out.end() - H, out.end()), out2(static_cast<size_t>(H));
-  draft->forward(cache, {Eagle3Rows{s, {tokens[size_t(T)]}}}, g2.data(), out2.data(), &logits);
+  draft->forward(test::pool(), cache, {Eagle3Rows{s, {tokens[size_t(T)]}}}, g2.data(), out2.data(), &logits);
 
   test::TempDir tmp;
   {

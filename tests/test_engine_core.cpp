@@ -13,6 +13,7 @@
 #include "engine/model_bundle.h"
 #include "speculation/cost_model.h"
 #include "speculation/spec_setup.h"
+#include "support/test_util.h"
 
 namespace eaglet {
 namespace {
@@ -98,7 +99,7 @@ struct Fixture {
     static bool registered = false;
     if (!registered) {
       SpecSetup::register_proposer("oracle", false, true,
-                                   [](const SpecSetup&, int64_t) { return std::make_unique<OracleProposer>(); });
+                                   [](const SpecSetup&, int64_t, ThreadPool&) { return std::make_unique<OracleProposer>(); });
       registered = true;
     }
     for (int i = 0; i < 9; ++i) {
@@ -108,7 +109,7 @@ struct Fixture {
       r.prompt_ids = prompts.back();
       r.stop.max_tokens = max_tokens.back();
       r.stop.ignore_eos = true;
-      oracle_answers()[prompts.back()] = generate(*b.model, b.tokenizer, r).token_ids;
+      oracle_answers()[prompts.back()] = generate(test::pool(), *b.model, b.tokenizer, r).token_ids;
     }
   }
 };
@@ -120,7 +121,7 @@ std::vector<std::vector<int>> run_batched(Fixture& f, const SpecSetup& spec, int
   o.max_model_len = 256;
   o.kv_blocks = batch * kv_blocks_for(256 + spec.max_step_tokens());
   o.prefill_chunk = 7;  // several steps of prefill, mixed with other sequences' verification
-  EngineCore engine(*f.b.model, f.b.tokenizer, spec, o);
+  EngineCore engine(test::pool(), *f.b.model, f.b.tokenizer, spec, o);
   std::vector<std::vector<int>> out(f.prompts.size());
   std::vector<bool> done(f.prompts.size(), false);
   size_t next = 0;

@@ -152,14 +152,14 @@ TEST(Fp8, GroupedMatmulEqualsSeparateMatmuls) {
   const auto x = test::random_normal(size_t(5 * K), 1.0f, 4);
   std::vector<std::vector<float>> grouped(3), separate(3);
   std::vector<kernels::MatmulJob> jobs;
+  ThreadPool one(1), three(3);
   for (size_t j = 0; j < 3; ++j) {
     grouped[j].assign(size_t(Ms[j] * views[j].rows), -1.0f);
     separate[j].assign(size_t(Ms[j] * views[j].rows), -2.0f);
     jobs.push_back({x.data(), Ms[j], &views[j], grouped[j].data()});
-    if (Ms[j]) kernels::matmul(x.data(), Ms[j], views[j], separate[j].data());
+    if (Ms[j]) kernels::matmul(one, x.data(), Ms[j], views[j], separate[j].data());
   }
-  ThreadPool three(3);
-  kernels::matmul_grouped(jobs.data(), jobs.size(), &three);
+  kernels::matmul_grouped(three, jobs.data(), jobs.size());
   for (size_t j = 0; j < 3; ++j) EXPECT_EQ(grouped[j], separate[j]) << "job " << j;
 }
 

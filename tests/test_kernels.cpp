@@ -163,13 +163,13 @@ TEST(Kernels, MatmulIsBatchAndThreadInvariant) {
     for (DType dt : {DType::F32, DType::BF16}) {
       kernels::WeightView view{dt, dt == DType::F32 ? static_cast<const void*>(w.data()) : wb.data(), N, K};
       std::vector<float> batched(size_t(M * N)), threaded(size_t(M * N));
-      kernels::matmul(x.data(), M, view, batched.data(), nullptr, &one);
-      kernels::matmul(x.data(), M, view, threaded.data(), nullptr, &three);
+      kernels::matmul(one, x.data(), M, view, batched.data());
+      kernels::matmul(three, x.data(), M, view, threaded.data());
       ASSERT_EQ(batched, threaded) << isa_name(isa);
       for (int64_t m = 0; m < M; ++m) {
         std::vector<float> row(static_cast<size_t>(N)), row3(static_cast<size_t>(N));
-        kernels::matmul(x.data() + m * K, 1, view, row.data(), nullptr, &one);
-        kernels::matmul(x.data() + m * K, 1, view, row3.data(), nullptr, &three);
+        kernels::matmul(one, x.data() + m * K, 1, view, row.data());
+        kernels::matmul(three, x.data() + m * K, 1, view, row3.data());
         ASSERT_EQ(row, row3) << isa_name(isa) << " row " << m;
         for (int64_t n = 0; n < N; ++n) ASSERT_EQ(row[size_t(n)], batched[size_t(m * N + n)]) << isa_name(isa) << " row " << m;
       }
@@ -200,14 +200,14 @@ TEST(Kernels, GatedMatmulEqualsMatmulsThenActivation) {
           kernels::WeightView gate{dt, f32 ? static_cast<const void*>(wg.data()) : wgb.data(), N, K};
           kernels::WeightView up{dt, f32 ? static_cast<const void*>(wu.data()) : wub.data(), N, K};
           std::vector<float> g(size_t(M * N)), u(size_t(M * N));
-          kernels::matmul(x.data(), M, gate, g.data(), nullptr, &one);
-          kernels::matmul(x.data(), M, up, u.data(), nullptr, &one);
+          kernels::matmul(one, x.data(), M, gate, g.data());
+          kernels::matmul(one, x.data(), M, up, u.data());
           if (custom) shifted(g.data(), u.data(), g.data(), M * N);
           else kernels::silu_mul(g.data(), u.data(), g.data(), M * N);
           for (ThreadPool* pool : {&one, &three}) {
             std::vector<float> fused(size_t(M * N)), fused_up(size_t(M * N));
-            kernels::matmul_gated(x.data(), M, gate, up, fused.data(), fused_up.data(),
-                                  custom ? shifted : kernels::GatedActivationFn{}, pool);
+            kernels::matmul_gated(*pool, x.data(), M, gate, up, fused.data(), fused_up.data(),
+                                  custom ? shifted : kernels::GatedActivationFn{});
             ASSERT_EQ(fused, g) << isa_name(isa) << " " << dtype_name(dt) << " M=" << M << " threads " << pool->size();
             ASSERT_EQ(fused_up, u) << isa_name(isa) << " " << dtype_name(dt) << " M=" << M;
           }
@@ -216,7 +216,7 @@ TEST(Kernels, GatedMatmulEqualsMatmulsThenActivation) {
   set_active_isa(saved);
   kernels::WeightView gate{DType::F32, wg.data(), N, K}, narrow{DType::F32, wu.data(), N - 1, K};
   std::vector<float> out(static_cast<size_t>(N)), up_out(static_cast<size_t>(N));
-  EXPECT_THROW(kernels::matmul_gated(x.data(), 1, gate, narrow, out.data(), up_out.data()), Error);
+  EXPECT_THROW(kernels::matmul_gated(one, x.data(), 1, gate, narrow, out.data(), up_out.data()), Error);
 }
 
 TEST(Kernels, Bf16RoundingIsNearestEven) {

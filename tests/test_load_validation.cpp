@@ -145,13 +145,13 @@ TEST_F(ConfigValidation, KvCacheThatCannotBeAllocatedIsAClearError) {
   SpecSetup spec(SpecOptions{}, *b.model);
   ServingMetrics metrics;
   SchedulerOptions o;
-  const std::string e = error_of([&] { Scheduler s(b, spec, o, metrics); });
+  const std::string e = error_of([&] { Scheduler s(test::pool(), b, spec, o, metrics); });
   expect_mentions(e, {"max_model_len", "2000000000", "--max-model-len", "KV cache"});
   // Within the budget it starts, and a budget too small for one sequence is also named.
   o.max_model_len = 256;
-  { Scheduler ok(b, spec, o, metrics); }
+  { Scheduler ok(test::pool(), b, spec, o, metrics); }
   o.kv_cache_bytes = 1000;
-  expect_mentions(error_of([&] { Scheduler s(b, spec, o, metrics); }), {"--kv-cache-memory", "max_model_len"});
+  expect_mentions(error_of([&] { Scheduler s(test::pool(), b, spec, o, metrics); }), {"--kv-cache-memory", "max_model_len"});
 }
 
 }  // namespace

@@ -71,7 +71,7 @@ EagletRun run_eaglet(Model& model, const std::vector<int>& tokens, const std::ve
     for (size_t i = 0; i < n; ++i) chunk.logit_rows.push_back(int(i));
     b.chunks.push_back(chunk);
     b.tap_layers = taps;
-    model.forward(cache, b, &run.last);
+    model.forward(test::pool(), cache, b, &run.last);
     run.logits.insert(run.logits.end(), run.last.logits.begin(), run.last.logits.end());
     run.taps.insert(run.taps.end(), run.last.taps.begin(), run.last.taps.end());
     pos += n;

@@ -63,7 +63,7 @@ TEST_P(DecoderVsReference, LogitsAndTapsMatch) {
     b.chunks.push_back(c);
     b.tap_layers = taps;
     ForwardOutput out;
-    model->forward(cache, b, &out);
+    model->forward(test::pool(), cache, b, &out);
     logits.insert(logits.end(), out.logits.begin(), out.logits.end());
     tapped.insert(tapped.end(), out.taps.begin(), out.taps.end());
     pos += n;
@@ -102,14 +102,14 @@ TEST(Decoder, BatchedSequencesEqualSeparateRuns) {
   auto run_alone = [&](const std::vector<int>& toks) {
     KvCache cache(model->kv_shape(4, 16));
     SeqId s = cache.create();
-    return prefill(*model, cache, s, toks, 512);
+    return prefill(test::pool(), *model, cache, s, toks, 512);
   };
   KvCache cache(model->kv_shape(8, 16));
   SeqId sa = cache.create(), sb = cache.create();
   ForwardBatch batch;
   batch.chunks = {SeqChunk{sa, a, {int(a.size()) - 1}}, SeqChunk{sb, b, {int(b.size()) - 1}}};
   ForwardOutput out;
-  model->forward(cache, batch, &out);
+  model->forward(test::pool(), cache, batch, &out);
   const int V = model->config().vocab;
   auto la = run_alone(a), lb = run_alone(b);
   EXPECT_EQ(std::vector<float>(out.logits.begin(), out.logits.begin() + V), la);
@@ -126,9 +126,9 @@ TEST(Decoder, FullCacheFailsCleanly) {
   ForwardOutput out;
   ForwardBatch batch;
   batch.chunks = {SeqChunk{s, toks, {}}};
-  model->forward(cache, batch, &out);
+  model->forward(test::pool(), cache, batch, &out);
   batch.chunks = {SeqChunk{s, std::vector<int>(20, 6), {}}};
-  EXPECT_THROW(model->forward(cache, batch, &out), Error);
+  EXPECT_THROW(model->forward(test::pool(), cache, batch, &out), Error);
   EXPECT_EQ(cache.length(s), 20);  // unchanged
 }
 
@@ -144,7 +144,7 @@ TEST(Decoder, ContextLengthIsEnforced) {
   batch.chunks = {SeqChunk{seq, std::vector<int>(17, 3), {}}};
   ForwardOutput out;
   try {
-    model->forward(cache, batch, &out);
+    model->forward(test::pool(), cache, batch, &out);
     FAIL() << "expected an error";
   } catch (const Error& e) {
     EXPECT_NE(std::string(e.what()).find("context length 16"), std::string::npos) << e.what();
@@ -164,7 +164,7 @@ TEST(Decoder, ReadingWeightsIntoMemoryGivesTheSameLogits) {
   auto logits = [&] {
     auto model = load_model(dir.path());
     KvCache cache(model->kv_shape(4, 16));
-    return prefill(*model, cache, cache.create(), toks, 512);
+    return prefill(test::pool(), *model, cache, cache.create(), toks, 512);
   };
   const auto mapped = logits();
   MappedFile::set_read_into_memory(true);

@@ -43,14 +43,14 @@ TEST(Regen, ResumesAfterInterruptionWithIdenticalOutput) {
   o.prefix_tokens = 4;
   o.batch = 3;
   o.samples_per_prompt = 2;
-  EXPECT_EQ(regenerate(*b.model, b.tokenizer, b.eos_ids, o), 24);
+  EXPECT_EQ(regenerate(test::pool(), *b.model, b.tokenizer, b.eos_ids, o), 24);
   // An interrupted run: the first 7 lines and half of the 8th.
   auto full = read_text_file(o.output);
   size_t cut = 0;
   for (int i = 0; i < 7; ++i) cut = full.find('\n', cut) + 1;
   test::write_text(d.file("part.jsonl"), full.substr(0, cut + 20));
   o.output = d.file("part.jsonl");
-  EXPECT_EQ(regenerate(*b.model, b.tokenizer, b.eos_ids, o), 24);
+  EXPECT_EQ(regenerate(test::pool(), *b.model, b.tokenizer, b.eos_ids, o), 24);
   EXPECT_EQ(sorted_lines(d.file("part.jsonl")), sorted_lines(d.file("full.jsonl")));
   auto samples = load_regenerated(d.file("part.jsonl"), 512, b.model->config().vocab);
   std::set<int64_t> idx;
@@ -106,7 +106,7 @@ TEST(ChatData, RegenRewritesAssistantTurnsOnly) {
   o.output = f.dir.file("regen.jsonl");
   o.max_new_tokens = 6;
   o.batch = 2;
-  EXPECT_EQ(regenerate(*b.model, b.tokenizer, b.eos_ids, o), 2);
+  EXPECT_EQ(regenerate(test::pool(), *b.model, b.tokenizer, b.eos_ids, o), 2);
   auto samples = load_regenerated(o.output, 4096, b.model->config().vocab);
   ASSERT_EQ(samples.size(), 2u);
   const std::string text = b.tokenizer.decode(samples[1].ids);

@@ -213,7 +213,7 @@ TEST(SpeculativeSampling, GeneratedTokensFollowTheTarget) {
   {
     KvCache cache(target->kv_shape(4));
     SeqId s = cache.create();
-    auto l1 = prefill(*target, cache, s, prompt, 64);
+    auto l1 = prefill(test::pool(), *target, cache, s, prompt, 64);
     std::vector<float> p1, p2;
     target_probs(l1.data(), V, sp, &p1);
     for (int a = 0; a < V; ++a) {
@@ -221,7 +221,7 @@ TEST(SpeculativeSampling, GeneratedTokensFollowTheTarget) {
       ForwardBatch b;
       b.chunks = {SeqChunk{f, {a}, {0}}};
       ForwardOutput out;
-      target->forward(cache, b, &out);
+      target->forward(test::pool(), cache, b, &out);
       target_probs(out.logits.data(), V, sp, &p2);
       for (int c = 0; c < V; ++c) joint[size_t(a * V + c)] = double(p1[size_t(a)]) * p2[size_t(c)];
       cache.free(f);
@@ -240,7 +240,7 @@ TEST(SpeculativeSampling, GeneratedTokensFollowTheTarget) {
       req.sampling = sp;
       req.sampling.seed = uint64_t(i) * 7919 + 13;
       req.stop.max_tokens = 4;
-      auto r = generate(*target, tok, req, &setup);
+      auto r = generate(test::pool(), *target, tok, req, &setup);
       ASSERT_GE(r.token_ids.size(), 2u);
       ++counts[size_t(r.token_ids[0] * V + r.token_ids[1])];
     }

@@ -171,8 +171,8 @@ TEST(Trainer, ExportLoadsAndMatchesTheInferenceDraft) {
   KvCache cache(draft->kv_shape(2));
   SeqId seq = cache.create();
   std::vector<float> g(size_t(T * H)), out(size_t(T * H)), got;
-  draft->fuse_aux(aux.data(), T, g.data());
-  draft->forward(cache, {Eagle3Rows{seq, tokens}}, g.data(), out.data(), &got, true);
+  draft->fuse_aux(test::pool(), aux.data(), T, g.data());
+  draft->forward(test::pool(), cache, {Eagle3Rows{seq, tokens}}, g.data(), out.data(), &got, true);
   ASSERT_EQ(got.size(), want.size());
   double mx = 0;
   for (float v : want) mx = std::max(mx, std::fabs(double(v)));

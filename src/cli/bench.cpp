@@ -44,7 +44,7 @@ const std::vector<std::string> kDefaultPrompts = {
     "The sun was shining and", "There was a big red ball", "Sam wanted to play with his friend",
     "In a small house lived a cat", "Mom said, \"Let's go"};
 
-double prefill_rate(ModelBundle& b, const std::vector<std::vector<int>>& prompts, int n) {
+double prefill_rate(ThreadPool& pool, ModelBundle& b, const std::vector<std::vector<int>>& prompts, int n) {
   std::vector<int> ids;
   while (int(ids.size()) < n)
     for (auto& p : prompts)
@@ -55,7 +55,7 @@ double prefill_rate(ModelBundle& b, const std::vector<std::vector<int>>& prompts
   KvCache cache(b.model->kv_shape(kv_blocks_for(n)));
   const SeqId s = cache.create();
   const auto t0 = std::chrono::steady_clock::now();
-  prefill(*b.model, cache, s, ids, 512);
+  prefill(pool, *b.model, cache, s, ids, 512);
   return n / std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
 }
 
@@ -89,13 +89,13 @@ void run_bench(BenchOptions o) {
                            {"active_weight_gb_per_token", active_gb},
                            {"runs", nlohmann::json::array()}};
   for (int threads : o.thread_counts) {
-    ThreadPool::set_global_threads(threads);
+    ThreadPool pool(threads);
     nlohmann::json run = {{"threads", threads}};
-    const double prefill = prefill_rate(b, prompts, o.prefill_tokens);
+    const double prefill = prefill_rate(pool, b, prompts, o.prefill_tokens);
     run["prefill"] = {{"tokens", o.prefill_tokens}, {"tokens_per_second", prefill}};
     // What one decode step really reads (MoE: only the routed experts) and what a k+1-token
     // verification pass costs relative to it.
-    const VerifyCost vc = measure_verify_cost(b, prompts[0], std::max(1, spec.k()) + 1, o.verify_reps);
+    const VerifyCost vc = measure_verify_cost(pool, b, prompts[0], std::max(1, spec.k()) + 1, o.verify_reps);
     const double weight_gb = vc.step.weight_gb;
     auto pass_json = [](const PassCost& p) {
       return nlohmann::json{{"seconds", p.seconds}, {"weight_gb", p.weight_gb}, {"experts_touched", p.experts_touched}};
@@ -105,14 +105,14 @@ void run_bench(BenchOptions o) {
     if (o.cost_curve) {
       // c(n)/c(1) of the target forward for n = 1..32 (as the cost model measures it), and a
       // 16-node token tree's verification against one decode step.
-      const CostModel cm = CostModel::measure(*b.model, o.verify_reps);
+      const CostModel cm = CostModel::measure(pool, *b.model, o.verify_reps);
       nlohmann::json curve = nlohmann::json::array();
       std::printf("  forward cost c(n)/c(1):");
       for (auto& [n, sec] : cm.points()) {
         curve.push_back({{"tokens", n}, {"seconds", sec}, {"ratio", sec / cm.target_seconds(1)}});
         std::printf(" %d:%.2f", n, sec / cm.target_seconds(1));
       }
-      const VerifyCost tree = measure_tree_verify_cost(b, prompts[0], o.verify_reps);
+      const VerifyCost tree = measure_tree_verify_cost(pool, b, prompts[0], o.verify_reps);
       std::printf("\n  16-node tree verification (topk 4, depth 2): %.2f ms = %.2fx one step\n", tree.verify.seconds * 1e3,
                   tree.ratio());
       run["cost_curve"] = curve;
@@ -120,7 +120,7 @@ void run_bench(BenchOptions o) {
                                  {"verify", pass_json(tree.verify)}, {"ratio", tree.ratio()}};
     }
     const ProbedBaseline probed =
-        run_baseline_with_probes(b, prompts, o.max_tokens, o.sampling, o.ignore_eos, !o.skip_bandwidth);
+        run_baseline_with_probes(pool, b, prompts, o.max_tokens, o.sampling, o.ignore_eos, !o.skip_bandwidth);
     const RunTotals& base = probed.totals;
     const double eff = base.tokens_per_second() * weight_gb;
     // The typical step as well as the average: on a shared VM a few steps stall for tens of
@@ -176,7 +176,7 @@ void run_bench(BenchOptions o) {
       std::printf(" (%.0f%% of read, %.0f%% of copy bandwidth)", 100 * eff_p50 / bw.read_gbps, 100 * eff_p50 / bw.copy_gbps);
     std::printf("\n");
     auto run_spec = [&](const SpecSetup& setup) {
-      RunTotals sp = run_prompts(b, prompts, o.max_tokens, o.sampling, o.ignore_eos, &setup);
+      RunTotals sp = run_prompts(pool, b, prompts, o.max_tokens, o.sampling, o.ignore_eos, &setup);
       int identical = 0;
       for (size_t i = 0; i < prompts.size(); ++i) identical += sp.outputs[i] == base.outputs[i];
       const double speedup = base.tokens_per_second() > 0 ? sp.tokens_per_second() / base.tokens_per_second() : 0;

@@ -11,28 +11,28 @@
 namespace eaglet::cli {
 
 // A one-token step versus a pass over `verify_tokens` tokens (a tree when `parents` is given).
-static VerifyCost measure_pass_cost(ModelBundle& b, const std::vector<int>& prompt, int verify_tokens,
+static VerifyCost measure_pass_cost(ThreadPool& pool, ModelBundle& b, const std::vector<int>& prompt, int verify_tokens,
                                     const std::vector<int>& parents, int reps);
 
-VerifyCost measure_verify_cost(ModelBundle& b, const std::vector<int>& prompt, int verify_tokens, int reps) {
-  return measure_pass_cost(b, prompt, verify_tokens, {}, reps);
+VerifyCost measure_verify_cost(ThreadPool& pool, ModelBundle& b, const std::vector<int>& prompt, int verify_tokens, int reps) {
+  return measure_pass_cost(pool, b, prompt, verify_tokens, {}, reps);
 }
 
-VerifyCost measure_tree_verify_cost(ModelBundle& b, const std::vector<int>& prompt, int reps) {
+VerifyCost measure_tree_verify_cost(ThreadPool& pool, ModelBundle& b, const std::vector<int>& prompt, int reps) {
   std::vector<int> parents = {-1, 0, 0, 0, 0};
   for (int c = 1; c <= 4; ++c)
     for (int g = 0; g < 3; ++g) parents.push_back(c);
-  return measure_pass_cost(b, prompt, int(parents.size()), parents, reps);
+  return measure_pass_cost(pool, b, prompt, int(parents.size()), parents, reps);
 }
 
-static VerifyCost measure_pass_cost(ModelBundle& b, const std::vector<int>& prompt, int verify_tokens,
+static VerifyCost measure_pass_cost(ThreadPool& pool, ModelBundle& b, const std::vector<int>& prompt, int verify_tokens,
                              const std::vector<int>& parents, int reps) {
   VerifyCost c;
   c.verify_tokens = verify_tokens;
   const int64_t n = int64_t(prompt.size());
   KvCache cache(b.model->kv_shape(kv_blocks_for(n + verify_tokens)));
   const SeqId seq = cache.create();
-  prefill(*b.model, cache, seq, prompt, 512);
+  prefill(pool, *b.model, cache, seq, prompt, 512);
   auto time_pass = [&](int tokens) {
     PassCost p;
     ForwardBatch batch;
@@ -47,7 +47,7 @@ static VerifyCost measure_pass_cost(ModelBundle& b, const std::vector<int>& prom
     std::vector<double> seconds;
     for (int r = 0; r <= reps; ++r) {  // the first pass warms caches and is not counted
       const auto t0 = std::chrono::steady_clock::now();
-      b.model->forward(cache, batch, &out);
+      b.model->forward(pool, cache, batch, &out);
       const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
       cache.truncate(seq, n);
       if (r > 0) seconds.push_back(s);
@@ -63,7 +63,7 @@ static VerifyCost measure_pass_cost(ModelBundle& b, const std::vector<int>& prom
   return c;
 }
 
-RunTotals run_prompts(ModelBundle& b, const std::vector<std::vector<int>>& prompts, int max_tokens,
+RunTotals run_prompts(ThreadPool& pool, ModelBundle& b, const std::vector<std::vector<int>>& prompts, int max_tokens,
                       const SamplingParams& sampling, bool ignore_eos, const SpecSetup* spec,
                       const std::function<void(double decode_seconds)>& after_prompt) {
   RunTotals t;
@@ -77,7 +77,7 @@ RunTotals run_prompts(ModelBundle& b, const std::vector<std::vector<int>>& promp
   o.max_num_seqs = 1;
   o.max_model_len = int(std::min<int64_t>(longest + 1, b.model->config().max_position));
   o.kv_blocks = kv_blocks_for(o.max_model_len + spec->max_step_tokens());
-  EngineCore engine(*b.model, b.tokenizer, *spec, o);
+  EngineCore engine(pool, *b.model, b.tokenizer, *spec, o);
   for (auto& ids : prompts) {
     GenerationRequest req;
     req.prompt_ids = ids;
@@ -97,17 +97,17 @@ RunTotals run_prompts(ModelBundle& b, const std::vector<std::vector<int>>& promp
   return t;
 }
 
-ProbedBaseline run_baseline_with_probes(ModelBundle& b, const std::vector<std::vector<int>>& prompts, int max_tokens,
+ProbedBaseline run_baseline_with_probes(ThreadPool& pool, ModelBundle& b, const std::vector<std::vector<int>>& prompts, int max_tokens,
                                         const SamplingParams& sampling, bool ignore_eos, bool probe) {
   ProbedBaseline r;
   auto take_probe = [&] {
-    r.probes.push_back(measure_memory_bandwidth(ThreadPool::global()));
+    r.probes.push_back(measure_memory_bandwidth(pool));
     r.best.read_gbps = std::max(r.best.read_gbps, r.probes.back().read_gbps);
     r.best.copy_gbps = std::max(r.best.copy_gbps, r.probes.back().copy_gbps);
   };
   if (probe) take_probe();
   double read_seconds = 0, copy_seconds = 0;  // bandwidth x decode seconds, summed over prompts
-  r.totals = run_prompts(b, prompts, max_tokens, sampling, ignore_eos, nullptr, [&](double seconds) {
+  r.totals = run_prompts(pool, b, prompts, max_tokens, sampling, ignore_eos, nullptr, [&](double seconds) {
     if (!probe) return;
     take_probe();
     const MemoryBandwidth& before = r.probes[r.probes.size() - 2];

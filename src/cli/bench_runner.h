@@ -39,12 +39,13 @@ struct VerifyCost {
   PassCost step, verify;
   double ratio() const { return step.seconds > 0 ? verify.seconds / step.seconds : 0; }
 };
-VerifyCost measure_verify_cost(ModelBundle& b, const std::vector<int>& prompt, int verify_tokens, int reps);
+// Every forward runs on `pool`.
+VerifyCost measure_verify_cost(ThreadPool& pool, ModelBundle& b, const std::vector<int>& prompt, int verify_tokens, int reps);
 // The same for a 16-node token tree (4 root children with 3 children each) plus its root.
-VerifyCost measure_tree_verify_cost(ModelBundle& b, const std::vector<int>& prompt, int reps);
+VerifyCost measure_tree_verify_cost(ThreadPool& pool, ModelBundle& b, const std::vector<int>& prompt, int reps);
 
 // `after_prompt` (optional) runs after each prompt with that prompt's decode seconds.
-RunTotals run_prompts(ModelBundle& b, const std::vector<std::vector<int>>& prompts, int max_tokens,
+RunTotals run_prompts(ThreadPool& pool, ModelBundle& b, const std::vector<std::vector<int>>& prompts, int max_tokens,
                       const SamplingParams& sampling, bool ignore_eos, const SpecSetup* spec,
                       const std::function<void(double decode_seconds)>& after_prompt = {});
 
@@ -58,7 +59,7 @@ struct ProbedBaseline {
   MemoryBandwidth best;    // the best read and copy figures of all probes
   MemoryBandwidth nearby;  // bandwidth around each prompt, averaged over decode time
 };
-ProbedBaseline run_baseline_with_probes(ModelBundle& b, const std::vector<std::vector<int>>& prompts, int max_tokens,
+ProbedBaseline run_baseline_with_probes(ThreadPool& pool, ModelBundle& b, const std::vector<std::vector<int>>& prompts, int max_tokens,
                                         const SamplingParams& sampling, bool ignore_eos, bool probe);
 
 }  // namespace eaglet::cli

@@ -2,6 +2,9 @@
 #pragma once
 #include <CLI/CLI.hpp>
 
+#include <memory>
+
+#include "core/thread_pool.h"
 #include "speculation/spec_setup.h"
 
 namespace eaglet::cli {
@@ -24,7 +27,9 @@ struct CommonOptions {
 void add_common_options(CLI::App* cmd, CommonOptions* o);
 // --draft, -k/--num-speculative-tokens, --spec-method, --aux-numbering
 void add_spec_options(CLI::App* cmd, SpecOptions* o);
-// Sets the thread pool and logs the kernels in use.
+// Applies --no-mmap and logs the kernels in use.
 void apply_common_options(const CommonOptions& o);
+// The command's kernel threads (--threads; 0 = the cores available), logged.
+std::unique_ptr<ThreadPool> make_thread_pool(int threads);
 
 }  // namespace eaglet::cli

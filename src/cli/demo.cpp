@@ -76,7 +76,7 @@ void run_demo(const DemoOptions& o) {
   TrainSummary ts = run_training(cfg);
 
   // Unseen prompts: the first tokens of the held-out texts.
-  ThreadPool::set_global_threads(o.common.threads);
+  const auto pool = make_thread_pool(o.common.threads);
   ModelBundle b = load_bundle(o.common.model_dir);
   auto texts = load_prompts(data, o.num_samples);
   std::vector<std::vector<int>> prompts;
@@ -86,29 +86,29 @@ void run_demo(const DemoOptions& o) {
     prompts.push_back(ids);
   }
   SamplingParams greedy;
-  RunTotals base = run_prompts(b, prompts, o.max_tokens, greedy, false, nullptr);
+  RunTotals base = run_prompts(*pool, b, prompts, o.max_tokens, greedy, false, nullptr);
   // Chains of 3 show what the draft learned (acceptance length); auto shows what the cost model
   // makes of it on this target (on a 260K-parameter model every drafted token costs a full step).
   SpecOptions ng;
   ng.method = "ngram";
   ng.num_speculative_tokens = 3;
   SpecSetup ngram(ng, *b.model);
-  RunTotals ngr = run_prompts(b, prompts, o.max_tokens, greedy, false, &ngram);
+  RunTotals ngr = run_prompts(*pool, b, prompts, o.max_tokens, greedy, false, &ngram);
   SpecOptions eo;
   eo.draft_dir = ts.export_dir;
   eo.num_speculative_tokens = 3;
   SpecSetup eagle(eo, *b.model);
-  RunTotals eag = run_prompts(b, prompts, o.max_tokens, greedy, false, &eagle);
+  RunTotals eag = run_prompts(*pool, b, prompts, o.max_tokens, greedy, false, &eagle);
   eo.num_speculative_tokens = -1;
   SpecSetup eagle_auto(eo, *b.model);
-  RunTotals eau = run_prompts(b, prompts, o.max_tokens, greedy, false, &eagle_auto);
+  RunTotals eau = run_prompts(*pool, b, prompts, o.max_tokens, greedy, false, &eagle_auto);
   auto same = [&](const RunTotals& r) {
     int n = 0;
     for (size_t i = 0; i < prompts.size(); ++i) n += r.outputs[i] == base.outputs[i];
     return n;
   };
   std::printf("\n== eaglet demo: %s, %zu unseen prompts, %d tokens, greedy, chains of 3 and auto, %d thread(s) ==\n", b.label().c_str(),
-              prompts.size(), o.max_tokens, ThreadPool::global().size());
+              prompts.size(), o.max_tokens, pool->size());
   std::printf("training: %lld steps in %.0fs wall, trainer busy %.0f%%, eval simulated acceptance length %.2f\n",
               (long long)ts.steps_done, ts.wall_seconds, 100 * ts.trainer_busy_fraction, ts.eval_simulated_acceptance);
   std::printf("%-22s %10s %12s %10s %10s\n", "method", "tok/s", "accept len", "speedup", "identical");

@@ -27,6 +27,7 @@ struct GenerateOptions {
 
 void run_generate(const GenerateOptions& o) {
   apply_common_options(o.common);
+  const auto pool = make_thread_pool(o.common.threads);
   ModelBundle b = load_bundle(o.common.model_dir);
   spdlog::info("model: {}", b.label());
   SpecSetup spec(o.spec, *b.model);
@@ -46,7 +47,7 @@ void run_generate(const GenerateOptions& o) {
     };
   }
   SpecMetrics metrics;
-  const GenerationResult r = generate(*b.model, b.tokenizer, req, &spec, &metrics);
+  const GenerationResult r = generate(*pool, *b.model, b.tokenizer, req, &spec, &metrics);
   const auto& st = r.stats;
   if (o.json) {
     nlohmann::json stats = stats_json(st);

@@ -35,8 +35,13 @@ void add_spec_options(CLI::App* cmd, SpecOptions* o) {
 
 void apply_common_options(const CommonOptions& o) {
   MappedFile::set_read_into_memory(o.no_mmap);
-  ThreadPool::set_global_threads(o.threads);
-  spdlog::info("kernels: {}, threads: {}", isa_name(active_isa()), ThreadPool::global().size());
+  spdlog::info("kernels: {}", isa_name(active_isa()));
+}
+
+std::unique_ptr<ThreadPool> make_thread_pool(int threads) {
+  auto pool = std::make_unique<ThreadPool>(threads);
+  spdlog::info("threads: {}", pool->size());
+  return pool;
 }
 
 }  // namespace eaglet::cli

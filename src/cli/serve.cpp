@@ -28,6 +28,7 @@ struct ServeOptions {
 
 void run_serve(ServeOptions o) {
   apply_common_options(o.common);
+  const auto pool = make_thread_pool(o.common.threads);
   if (o.server.api_key.empty())
     if (const char* k = std::getenv("EAGLET_API_KEY")) o.server.api_key = k;
   o.sched.kv_cache_bytes = int64_t(o.kv_cache_gib * double(1 << 30));
@@ -37,7 +38,7 @@ void run_serve(ServeOptions o) {
   spdlog::info("speculation: {}", spec.describe());
   if (o.server.served_model_name.empty()) o.server.served_model_name = o.common.model_dir.empty() ? "eaglet-builtin" : o.common.model_dir;
   ServingMetrics metrics;
-  Scheduler scheduler(b, spec, o.sched, metrics);
+  Scheduler scheduler(*pool, b, spec, o.sched, metrics);
   OpenAiServer server(b, scheduler, metrics, o.server);
   server.bind();
   std::signal(SIGINT, on_signal);

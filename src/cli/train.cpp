@@ -66,8 +66,9 @@ void add_regen(CLI::App& app) {
   cmd->add_option("--seed", o->regen.seed, "sampling seed");
   cmd->callback([o] {
     apply_common_options(o->common);
+    const auto pool = make_thread_pool(o->common.threads);
     ModelBundle b = load_bundle(o->common.model_dir);
-    const int64_t n = regenerate(*b.model, b.tokenizer, b.eos_ids, o->regen);
+    const int64_t n = regenerate(*pool, *b.model, b.tokenizer, b.eos_ids, o->regen);
     std::printf("%lld samples in %s\n", (long long)n, o->regen.output.c_str());
   });
 }
@@ -81,9 +82,10 @@ void add_infer_worker(CLI::App& app) {
   cmd->add_option("--exit-after", o->exit_after, "testing: vanish without a word after N samples, like a crash");
   cmd->callback([o] {
     apply_common_options(o->common);
+    const auto pool = make_thread_pool(o->common.threads);
     ModelBundle b = load_bundle(o->common.model_dir);
     spdlog::info("infer-worker: {} -> {}", b.label(), o->endpoint);
-    const int64_t n = run_inference_worker(*b.model, o->endpoint, o->exit_after);
+    const int64_t n = run_inference_worker(*pool, *b.model, o->endpoint, o->exit_after);
     spdlog::info("infer-worker: done after {} samples", n);
   });
 }

@@ -9,8 +9,6 @@
 namespace eaglet {
 
 namespace {
-std::unique_ptr<ThreadPool> g_pool;
-
 // How a thread waits for the other side of a fork-join: pause instructions first (the next job
 // or the last worker is usually microseconds away), then yields, so that when processes share
 // cores (ctest -j, a trainer beside a server) the waiting thread hands its core to the one it
@@ -45,12 +43,10 @@ class Spinner {
   bool yield_ = false;
 };
 
-std::mutex g_pool_mu;
-
 }  // namespace
 
 ThreadPool::ThreadPool(int num_threads)
-    : num_threads_(std::max(1, num_threads)), shares_(std::make_unique<Share[]>(size_t(num_threads_))) {
+    : num_threads_(num_threads > 0 ? num_threads : default_threads()), shares_(std::make_unique<Share[]>(size_t(num_threads_))) {
   for (int i = 1; i < num_threads_; ++i) workers_.emplace_back([this, i] { worker_loop(i); });
 }
 
@@ -148,19 +144,6 @@ int ThreadPool::default_threads() {
   cpu_set_t set;
   if (sched_getaffinity(0, sizeof(set), &set) == 0) return std::max(1, CPU_COUNT(&set));
   return std::max(1u, std::thread::hardware_concurrency());
-}
-
-ThreadPool& ThreadPool::global() {
-  std::lock_guard<std::mutex> lk(g_pool_mu);
-  if (!g_pool) g_pool = std::make_unique<ThreadPool>(default_threads());
-  return *g_pool;
-}
-
-void ThreadPool::set_global_threads(int n) {
-  std::lock_guard<std::mutex> lk(g_pool_mu);
-  if (n <= 0) n = default_threads();
-  if (g_pool && g_pool->size() == n) return;
-  g_pool = std::make_unique<ThreadPool>(n);
 }
 
 }  // namespace eaglet

@@ -12,6 +12,10 @@
 // microseconds of memory streaming. Waking a sleeping thread through the kernel costs tens of
 // microseconds on a VM, so workers spin for a short while after each job (like ggml's threads
 // between graph nodes) and only then sleep on the condition variable.
+//
+// There is no process-wide pool. Whoever runs models (a command, the engine core, the trainer's
+// inference thread, a test) owns one and passes it down to every parallel op, as gemma.cpp passes
+// its threading context: what runs on which threads is visible at each call.
 #pragma once
 #include <atomic>
 #include <condition_variable>
@@ -26,6 +30,7 @@ namespace eaglet {
 
 class ThreadPool {
  public:
+  // num_threads <= 0: one per core this process may run on.
   explicit ThreadPool(int num_threads);
   ~ThreadPool();
   ThreadPool(const ThreadPool&) = delete;
@@ -38,9 +43,6 @@ class ThreadPool {
   void parallel_for(int64_t n, const std::function<void(int64_t, int64_t, int)>& fn,
                     int64_t grain = 1);
 
-  // The process-wide pool kernels use; set once from --threads.
-  static ThreadPool& global();
-  static void set_global_threads(int n);
   static int default_threads();  // cores this process may run on
 
  private:

@@ -61,16 +61,16 @@ struct EngineCore::Seq {
       : req(std::move(r)), sampler(req->sampling), tracker(tok, req->stop) {}
 };
 
-EngineCore::EngineCore(Model& target, const Tokenizer& tok, const SpecSetup& spec, EngineOptions opts,
-                       ServingMetrics* metrics)
-    : target_(target), tok_(tok), spec_(spec), opts_(opts), metrics_(metrics) {
+EngineCore::EngineCore(ThreadPool& pool, Model& target, const Tokenizer& tok, const SpecSetup& spec,
+                       EngineOptions opts, ServingMetrics* metrics)
+    : pool_(pool), target_(target), tok_(tok), spec_(spec), opts_(opts), metrics_(metrics) {
   const auto& cfg = target_.config();
   if (opts_.max_model_len <= 0 || opts_.max_model_len > cfg.max_position) opts_.max_model_len = cfg.max_position;
   size_kv_cache();
   cache_ = std::make_unique<KvCache>(target_.kv_shape(opts_.kv_blocks));
   if (spec_.enabled()) {
-    proposer_ = spec_.new_proposer(opts_.kv_blocks);
-    policy_ = spec_.new_policy(target_, proposer_->scores_drafts());
+    proposer_ = spec_.new_proposer(opts_.kv_blocks, pool_);
+    policy_ = spec_.new_policy(pool_, target_, proposer_->scores_drafts());
     taps_ = proposer_->tap_layers();
   }
 }
@@ -248,7 +248,7 @@ void EngineCore::step() {
   }
   ForwardOutput out;
   auto t0 = clock_type::now();
-  target_.forward(*cache_, batch, &out);
+  target_.forward(pool_, *cache_, batch, &out);
   spec_metrics_.target_seconds += since(t0);
   t0 = clock_type::now();
 

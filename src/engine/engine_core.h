@@ -29,8 +29,9 @@ struct EngineOptions {
 
 class EngineCore {
  public:
-  // `metrics` (optional) receives the serving counters; `spec` must outlive the engine.
-  EngineCore(Model& target, const Tokenizer& tok, const SpecSetup& spec, EngineOptions opts,
+  // Every forward (target and draft) runs on `pool`, the engine's execution context. `metrics`
+  // (optional) receives the serving counters; `pool` and `spec` must outlive the engine.
+  EngineCore(ThreadPool& pool, Model& target, const Tokenizer& tok, const SpecSetup& spec, EngineOptions opts,
              ServingMetrics* metrics = nullptr);
   ~EngineCore();
   const EngineOptions& options() const { return opts_; }
@@ -55,6 +56,7 @@ class EngineCore {
   bool emit(Seq& s, int token, const float* logits_row);
   void draft(std::vector<Seq*>& decoding, int fixed_tokens);
 
+  ThreadPool& pool_;
   Model& target_;
   const Tokenizer& tok_;
   const SpecSetup& spec_;

@@ -13,7 +13,7 @@ double monotonic_seconds() {
 
 int64_t kv_blocks_for(int64_t tokens, int block_size) { return (tokens + block_size - 1) / block_size + 1; }
 
-std::vector<float> prefill(Model& model, KvCache& cache, SeqId seq, const std::vector<int>& ids, int chunk,
+std::vector<float> prefill(ThreadPool& pool, Model& model, KvCache& cache, SeqId seq, const std::vector<int>& ids, int chunk,
                            const std::vector<int>& tap_layers, std::vector<float>* taps) {
   EAGLET_CHECK(!ids.empty(), "empty prompt");
   ForwardOutput out;
@@ -24,7 +24,7 @@ std::vector<float> prefill(Model& model, KvCache& cache, SeqId seq, const std::v
     if (e == ids.size()) c.logit_rows = {int(e - b - 1)};
     batch.chunks.push_back(std::move(c));
     batch.tap_layers = tap_layers;
-    model.forward(cache, batch, &out);
+    model.forward(pool, cache, batch, &out);
     if (taps) taps->insert(taps->end(), out.taps.begin(), out.taps.end());
   }
   return out.logits;
@@ -71,7 +71,7 @@ GenerationResult run_request(EngineCore& engine, const GenerationRequest& req) {
   return res;
 }
 
-GenerationResult generate(Model& model, const Tokenizer& tok, const GenerationRequest& req, const SpecSetup* spec,
+GenerationResult generate(ThreadPool& pool, Model& model, const Tokenizer& tok, const GenerationRequest& req, const SpecSetup* spec,
                           SpecMetrics* metrics) {
   std::unique_ptr<SpecSetup> none;
   if (!spec) spec = (none = std::make_unique<SpecSetup>(SpecOptions{}, model)).get();
@@ -82,7 +82,7 @@ GenerationResult generate(Model& model, const Tokenizer& tok, const GenerationRe
       std::min<int64_t>(int64_t(req.prompt_ids.size()) + req.stop.max_tokens, model.config().max_position);
   o.max_model_len = int(std::min<int64_t>(tokens + 1, model.config().max_position));
   o.kv_blocks = kv_blocks_for(o.max_model_len + spec->max_step_tokens());
-  EngineCore engine(model, tok, *spec, o);
+  EngineCore engine(pool, model, tok, *spec, o);
   GenerationResult res = run_request(engine, req);
   if (metrics) metrics->merge(engine.spec_metrics());
   return res;

@@ -48,9 +48,9 @@ int64_t kv_blocks_for(int64_t tokens, int block_size = 16);
 
 // Runs `req` on an idle engine until it finishes.
 GenerationResult run_request(EngineCore& engine, const GenerationRequest& req);
-// An engine sized for this one request (speculative with `spec` when enabled); `metrics`
-// (optional) receives the speculation counters.
-GenerationResult generate(Model& model, const Tokenizer& tok, const GenerationRequest& req,
+// An engine on `pool` sized for this one request (speculative with `spec` when enabled);
+// `metrics` (optional) receives the speculation counters.
+GenerationResult generate(ThreadPool& pool, Model& model, const Tokenizer& tok, const GenerationRequest& req,
                           const SpecSetup* spec = nullptr, SpecMetrics* metrics = nullptr);
 
 // Seconds on a monotonic clock, for the stats above.
@@ -58,7 +58,7 @@ double monotonic_seconds();
 
 // Runs the prompt through the model in chunks; returns the last position's logits [vocab].
 // `tap_layers`/`taps` (optional) collect hidden-state taps for every prompt token.
-std::vector<float> prefill(Model& model, KvCache& cache, SeqId seq, const std::vector<int>& ids, int chunk,
+std::vector<float> prefill(ThreadPool& pool, Model& model, KvCache& cache, SeqId seq, const std::vector<int>& ids, int chunk,
                            const std::vector<int>& tap_layers = {}, std::vector<float>* taps = nullptr);
 
 }  // namespace eaglet

@@ -79,16 +79,13 @@ constexpr int64_t kRowGrain = 16;
 
 }  // namespace
 
-void matmul(const float* x, int64_t M, const WeightView& w, float* y, const float* bias,
-            ThreadPool* pool) {
-  if (!pool) pool = &ThreadPool::global();
+void matmul(ThreadPool& pool, const float* x, int64_t M, const WeightView& w, float* y, const float* bias) {
   PreparedMatmul mm(active_table(), x, M, w, y);
   if (M * w.rows * w.cols < kMinParallelMacs) return mm.run(0, w.rows, bias);
-  pool->parallel_for(w.rows, [&](int64_t n0, int64_t n1, int) { mm.run(n0, n1, bias); }, kRowGrain);
+  pool.parallel_for(w.rows, [&](int64_t n0, int64_t n1, int) { mm.run(n0, n1, bias); }, kRowGrain);
 }
 
-void matmul_grouped(const MatmulJob* jobs, size_t num_jobs, ThreadPool* pool) {
-  if (!pool) pool = &ThreadPool::global();
+void matmul_grouped(ThreadPool& pool, const MatmulJob* jobs, size_t num_jobs) {
   std::vector<PreparedMatmul> prepared;
   prepared.reserve(num_jobs);
   // Each job's rows are padded to the grain so a thread's chunk never straddles two jobs mid-tile.
@@ -105,7 +102,7 @@ void matmul_grouped(const MatmulJob* jobs, size_t num_jobs, ThreadPool* pool) {
       if (jobs[j].M > 0) prepared[j].run(0, jobs[j].w->rows, nullptr);
     return;
   }
-  pool->parallel_for(
+  pool.parallel_for(
       start[num_jobs],
       [&](int64_t b, int64_t e, int) {
         size_t j = size_t(std::upper_bound(start.begin(), start.end(), b) - start.begin()) - 1;
@@ -119,11 +116,10 @@ void matmul_grouped(const MatmulJob* jobs, size_t num_jobs, ThreadPool* pool) {
       kRowGrain);
 }
 
-void matmul_gated(const float* x, int64_t M, const WeightView& gate, const WeightView& up, float* out,
-                  float* up_out, const GatedActivationFn& act, ThreadPool* pool) {
+void matmul_gated(ThreadPool& pool, const float* x, int64_t M, const WeightView& gate, const WeightView& up,
+                  float* out, float* up_out, const GatedActivationFn& act) {
   EAGLET_CHECK(gate.rows == up.rows && gate.cols == up.cols, "gate [{}, {}] and up [{}, {}] projections differ in shape",
                gate.rows, gate.cols, up.rows, up.cols);
-  if (!pool) pool = &ThreadPool::global();
   const IsaTable& t = active_table();
   PreparedMatmul g(t, x, M, gate, out), u(t, x, M, up, up_out, &g);
   const int64_t N = gate.rows;
@@ -137,7 +133,7 @@ void matmul_gated(const float* x, int64_t M, const WeightView& gate, const Weigh
     }
   };
   if (2 * M * N * gate.cols < kMinParallelMacs) return run(0, N);
-  pool->parallel_for(N, [&](int64_t n0, int64_t n1, int) { run(n0, n1); }, kRowGrain);
+  pool.parallel_for(N, [&](int64_t n0, int64_t n1, int) { run(n0, n1); }, kRowGrain);
 }
 
 float dot(const float* a, const float* b, int64_t n) { return active_table().dot(a, b, n); }

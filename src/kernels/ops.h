@@ -34,8 +34,11 @@ struct WeightView {
 };
 
 // y[M, N] = x[M, K] * w[N, K]^T (+ bias[N] when given). Threads split the N dimension.
-void matmul(const float* x, int64_t M, const WeightView& w, float* y, const float* bias = nullptr,
-            ThreadPool* pool = nullptr);
+// Every parallel op takes the pool it forks on explicitly (the engine's execution context): there
+// is no process-wide pool, so two engines, a benchmark sweep over thread counts and a trainer's
+// inference threads never share one by accident.
+void matmul(ThreadPool& pool, const float* x, int64_t M, const WeightView& w, float* y,
+            const float* bias = nullptr);
 
 // Several independent matmuls (e.g. the experts of one MoE layer) in one fork-join: threads split
 // the concatenated output rows of all jobs, so small experts still keep every thread busy.
@@ -45,15 +48,15 @@ struct MatmulJob {
   const WeightView* w;
   float* y;        // [M, w.rows]
 };
-void matmul_grouped(const MatmulJob* jobs, size_t num_jobs, ThreadPool* pool = nullptr);
+void matmul_grouped(ThreadPool& pool, const MatmulJob* jobs, size_t num_jobs);
 
 // A gated MLP's first half: out[M, N] = act(x * gate^T, x * up^T), gate and up [N, K], with
 // x * up^T left in up_out [M, N]. The thread that computes a range of columns applies the
 // activation to it at once, so the activation runs in parallel rather than after the join.
 // act(gate, up, out, n) works elementwise (in place on gate allowed); empty = silu(gate) * up.
 using GatedActivationFn = std::function<void(const float* gate, const float* up, float* out, int64_t n)>;
-void matmul_gated(const float* x, int64_t M, const WeightView& gate, const WeightView& up, float* out,
-                  float* up_out, const GatedActivationFn& act = {}, ThreadPool* pool = nullptr);
+void matmul_gated(ThreadPool& pool, const float* x, int64_t M, const WeightView& gate, const WeightView& up,
+                  float* out, float* up_out, const GatedActivationFn& act = {});
 
 // Below this many multiply-adds a fork-join costs more than it saves (tiny test and draft models,
 // short attention): such work runs on the calling thread. Results do not depend on the choice.

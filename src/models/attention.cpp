@@ -86,7 +86,7 @@ void attend_head(KvCache& cache, int layer, SeqId seq, int kv_head, int head_dim
   });
 }
 
-void paged_attention(KvCache& cache, int layer, const std::vector<TokenSlot>& slots,
+void paged_attention(ThreadPool& pool, KvCache& cache, int layer, const std::vector<TokenSlot>& slots,
                      const AttentionShape& s, const float* q, float* out) {
   const int64_t T = int64_t(slots.size());
   const int group = s.num_heads / s.num_kv_heads;
@@ -111,7 +111,7 @@ void paged_attention(KvCache& cache, int layer, const std::vector<TokenSlot>& sl
   int64_t work = 0;
   for (const TokenSlot& slot : slots) work += 2 * (slot.row + 1) * s.num_heads * hd;
   if (work < kernels::kMinParallelMacs) return heads(0, T * s.num_heads, 0);
-  ThreadPool::global().parallel_for(T * s.num_heads, heads);
+  pool.parallel_for(T * s.num_heads, heads);
 }
 
 }  // namespace eaglet

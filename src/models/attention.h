@@ -10,6 +10,8 @@
 
 namespace eaglet {
 
+class ThreadPool;
+
 // Tree nodes per forward and sequence, bounded so a node's ancestors fit one 64-bit mask.
 inline constexpr int kMaxTreeTokens = 64;
 
@@ -47,8 +49,9 @@ void store_kv(KvCache& cache, int layer, const std::vector<TokenSlot>& slots, co
 void attend_head(KvCache& cache, int layer, SeqId seq, int kv_head, int head_dim, const float* q,
                  const PosSpan* spans, size_t num_spans, float* out);
 
-// out [T, nh*hd] = softmax(q K^T / sqrt(hd)) V per head over the rows each token sees.
-void paged_attention(KvCache& cache, int layer, const std::vector<TokenSlot>& slots,
+// out [T, nh*hd] = softmax(q K^T / sqrt(hd)) V per head over the rows each token sees; (token,
+// head) pairs are split over `pool`'s threads.
+void paged_attention(ThreadPool& pool, KvCache& cache, int layer, const std::vector<TokenSlot>& slots,
                      const AttentionShape& s, const float* q, float* out);
 
 }  // namespace eaglet

@@ -7,8 +7,8 @@
 
 namespace eaglet {
 
-std::vector<TokenSlot> reserve_batch(KvCache& cache, const ForwardBatch& batch, int max_position,
-                                     std::vector<int>* tokens) {
+void reserve_batch(KvCache& cache, const ForwardBatch& batch, int max_position, std::vector<int>* tokens,
+                   std::vector<TokenSlot>* slots_out) {
   std::vector<std::pair<SeqId, int64_t>> reserved;
   for (auto& c : batch.chunks) {
     if (c.parents.empty()) continue;
@@ -37,7 +37,8 @@ std::vector<TokenSlot> reserve_batch(KvCache& cache, const ForwardBatch& batch, 
     }
     reserved.emplace_back(c.seq, len);
   }
-  std::vector<TokenSlot> slots;
+  std::vector<TokenSlot>& slots = *slots_out;
+  slots.clear();
   tokens->clear();
   for (auto& c : batch.chunks) {
     const int64_t start = cache.length(c.seq);
@@ -55,27 +56,25 @@ std::vector<TokenSlot> reserve_batch(KvCache& cache, const ForwardBatch& batch, 
     }
     tokens->insert(tokens->end(), c.tokens.begin(), c.tokens.end());
   }
-  return slots;
 }
 
-void run_forward(const Model& model, KvCache& cache, const ForwardBatch& batch, const LayerFn& layer,
-                 ForwardOutput* out) {
+void run_forward(ThreadPool& pool, const Model& model, KvCache& cache, const ForwardBatch& batch,
+                 const LayerFn& layer, ForwardScratch& scratch, ForwardOutput* out) {
   const ModelConfig& c = model.config();
   const int64_t H = c.hidden;
-  std::vector<int> tokens;
-  const std::vector<TokenSlot> slots = reserve_batch(cache, batch, c.max_position, &tokens);
-  const int64_t T = int64_t(tokens.size());
-  std::vector<float> x(size_t(T * H));
-  model.embed(tokens.data(), T, x.data());
+  reserve_batch(cache, batch, c.max_position, &scratch.tokens, &scratch.slots);
+  const int64_t T = int64_t(scratch.tokens.size());
+  float* x = scratch.residual.get(T * H);
+  model.embed(scratch.tokens.data(), T, x);
   TapCollector taps(batch, c.num_layers, T, H, out);
-  taps.take(0, x.data());
+  taps.take(0, x);
   for (int l = 0; l < c.num_layers; ++l) {
-    layer(l, slots, x.data());
-    taps.take(l + 1, x.data());
+    layer(l, scratch.slots, x);
+    taps.take(l + 1, x);
   }
-  finish_forward(cache, batch, x.data(), H, c.vocab,
+  finish_forward(pool, cache, batch, x, H, c.vocab,
                  [&model](const float* in, int64_t rows, float* o) { model.final_norm(in, rows, o); }, model.lm_head(),
-                 out);
+                 scratch.selected, out);
 }
 
 TapCollector::TapCollector(const ForwardBatch& batch, int num_layers, int64_t T, int64_t H, ForwardOutput* out)
@@ -95,9 +94,9 @@ void TapCollector::take(int layer_id, const float* x) {
   }
 }
 
-void finish_forward(KvCache& cache, const ForwardBatch& batch, const float* x, int64_t H, int vocab,
-                    const std::function<void(const float*, int64_t, float*)>& final_norm,
-                    const kernels::WeightView& lm_head, ForwardOutput* out) {
+void finish_forward(ThreadPool& pool, KvCache& cache, const ForwardBatch& batch, const float* x, int64_t H,
+                    int vocab, const std::function<void(const float*, int64_t, float*)>& final_norm,
+                    const kernels::WeightView& lm_head, ScratchBuffer& selected, ForwardOutput* out) {
   for (auto& c : batch.chunks) cache.commit(c.seq, int64_t(c.tokens.size()));
   std::vector<int64_t> rows;
   int64_t base = 0;
@@ -111,11 +110,10 @@ void finish_forward(KvCache& cache, const ForwardBatch& batch, const float* x, i
   out->num_logit_rows = int64_t(rows.size());
   out->logits.resize(rows.size() * size_t(vocab));
   if (rows.empty()) return;
-  std::vector<float> sel(rows.size() * size_t(H));
-  for (size_t i = 0; i < rows.size(); ++i)
-    std::memcpy(&sel[i * size_t(H)], x + rows[i] * H, size_t(H) * sizeof(float));
-  final_norm(sel.data(), int64_t(rows.size()), sel.data());
-  kernels::matmul(sel.data(), int64_t(rows.size()), lm_head, out->logits.data());
+  float* sel = selected.get(int64_t(rows.size()) * H);
+  for (size_t i = 0; i < rows.size(); ++i) std::memcpy(sel + int64_t(i) * H, x + rows[i] * H, size_t(H) * sizeof(float));
+  final_norm(sel, int64_t(rows.size()), sel);
+  kernels::matmul(pool, sel, int64_t(rows.size()), lm_head, out->logits.data());
   out->weight_bytes_read += lm_head.nbytes();
 }
 

@@ -7,19 +7,28 @@
 
 #include "models/attention.h"
 #include "models/model.h"
+#include "models/scratch.h"
 
 namespace eaglet {
+
+// The buffers run_forward reuses between forwards: the residual stream, the logit rows and the
+// token layout. Part of each architecture's scratch set (models/scratch.h).
+struct ForwardScratch {
+  ScratchBuffer residual, selected;
+  std::vector<int> tokens;
+  std::vector<TokenSlot> slots;
+};
 
 // A whole forward around an architecture's layers: reserve cache space, embed, run `layer(l,
 // slots, x)` for every layer collecting taps, then the logits of the requested rows.
 using LayerFn = std::function<void(int layer, const std::vector<TokenSlot>& slots, float* x)>;
-void run_forward(const Model& model, KvCache& cache, const ForwardBatch& batch, const LayerFn& layer,
-                 ForwardOutput* out);
+void run_forward(ThreadPool& pool, const Model& model, KvCache& cache, const ForwardBatch& batch,
+                 const LayerFn& layer, ForwardScratch& scratch, ForwardOutput* out);
 
 // Reserves room for every chunk (a full cache leaves every sequence as it was and throws) and
-// returns the batch's tokens with their slots, in chunk order.
-std::vector<TokenSlot> reserve_batch(KvCache& cache, const ForwardBatch& batch, int max_position,
-                                     std::vector<int>* tokens);
+// lays out the batch's tokens with their slots, in chunk order.
+void reserve_batch(KvCache& cache, const ForwardBatch& batch, int max_position, std::vector<int>* tokens,
+                   std::vector<TokenSlot>* slots);
 
 // Copies the residual stream into ForwardOutput::taps whenever it reaches a requested layer id.
 class TapCollector {
@@ -34,8 +43,8 @@ class TapCollector {
 };
 
 // Marks the batch's tokens as cached, then fills out->logits for each chunk's logit_rows.
-void finish_forward(KvCache& cache, const ForwardBatch& batch, const float* x, int64_t H, int vocab,
-                    const std::function<void(const float*, int64_t, float*)>& final_norm,
-                    const kernels::WeightView& lm_head, ForwardOutput* out);
+void finish_forward(ThreadPool& pool, KvCache& cache, const ForwardBatch& batch, const float* x, int64_t H,
+                    int vocab, const std::function<void(const float*, int64_t, float*)>& final_norm,
+                    const kernels::WeightView& lm_head, ScratchBuffer& selected, ForwardOutput* out);
 
 }  // namespace eaglet

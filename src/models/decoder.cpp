@@ -4,8 +4,6 @@
 #include <cstring>
 
 #include "core/error.h"
-#include "core/thread_pool.h"
-#include "models/batch_forward.h"
 
 namespace eaglet {
 
@@ -84,46 +82,54 @@ size_t DecoderModel::weight_bytes_per_token() const {
   return total;
 }
 
-void DecoderModel::layer_forward(int l, KvCache& cache, const std::vector<TokenSlot>& slots, float* x) {
+void DecoderModel::layer_forward(ThreadPool& pool, Scratch& act, int l, KvCache& cache,
+                                 const std::vector<TokenSlot>& slots, float* x) {
   const auto& L = layers_[size_t(l)];
   const int64_t T = int64_t(slots.size()), H = cfg_.hidden, I = cfg_.intermediate, hd = cfg_.head_dim;
   const int64_t qd = cfg_.num_heads * hd, kvd = cfg_.num_kv_heads * hd;
-  std::vector<float> xn(size_t(T * H)), q(size_t(T * qd)), k(size_t(T * kvd)), v(size_t(T * kvd)),
-      attn(size_t(T * qd)), tmp(size_t(T * H));
-  kernels::rmsnorm_rows(x, T, H, L.attn_norm.data(), cfg_.rms_eps, xn.data());
+  float* xn = act.xn.get(T * H);
+  float* q = act.q.get(T * qd);
+  float* k = act.k.get(T * kvd);
+  float* v = act.v.get(T * kvd);
+  float* attn = act.attn.get(T * qd);
+  float* tmp = act.tmp.get(T * H);
+  kernels::rmsnorm_rows(x, T, H, L.attn_norm.data(), cfg_.rms_eps, xn);
   // q, k and v (and below gate and up, with the activation) in one fork-join each: fewer thread
   // synchronisations per layer, and every thread streams its share of the matrices back to back.
-  const kernels::MatmulJob qkv[3] = {{xn.data(), T, &L.q, q.data()}, {xn.data(), T, &L.k, k.data()},
-                                     {xn.data(), T, &L.v, v.data()}};
-  kernels::matmul_grouped(qkv, 3);
+  const kernels::MatmulJob qkv[3] = {{xn, T, &L.q, q}, {xn, T, &L.k, k}, {xn, T, &L.v, v}};
+  kernels::matmul_grouped(pool, qkv, 3);
   if (opts_.qkv_bias)
     for (int64_t t = 0; t < T; ++t) {
-      kernels::add(q.data() + t * qd, L.q_bias.data(), qd);
-      kernels::add(k.data() + t * kvd, L.k_bias.data(), kvd);
-      kernels::add(v.data() + t * kvd, L.v_bias.data(), kvd);
+      kernels::add(q + t * qd, L.q_bias.data(), qd);
+      kernels::add(k + t * kvd, L.k_bias.data(), kvd);
+      kernels::add(v + t * kvd, L.v_bias.data(), kvd);
     }
   if (opts_.qk_norm) {
-    kernels::rmsnorm_rows(q.data(), T * cfg_.num_heads, hd, L.q_norm.data(), cfg_.rms_eps, q.data());
-    kernels::rmsnorm_rows(k.data(), T * cfg_.num_kv_heads, hd, L.k_norm.data(), cfg_.rms_eps, k.data());
+    kernels::rmsnorm_rows(q, T * cfg_.num_heads, hd, L.q_norm.data(), cfg_.rms_eps, q);
+    kernels::rmsnorm_rows(k, T * cfg_.num_kv_heads, hd, L.k_norm.data(), cfg_.rms_eps, k);
   }
-  apply_rope(rope_, slots, attn_shape_, q.data(), k.data());
-  store_kv(cache, l, slots, attn_shape_, k.data(), v.data());
-  paged_attention(cache, l, slots, attn_shape_, q.data(), attn.data());
-  kernels::matmul(attn.data(), T, L.o, tmp.data());
-  kernels::add(x, tmp.data(), T * H);
+  apply_rope(rope_, slots, attn_shape_, q, k);
+  store_kv(cache, l, slots, attn_shape_, k, v);
+  paged_attention(pool, cache, l, slots, attn_shape_, q, attn);
+  kernels::matmul(pool, attn, T, L.o, tmp);
+  kernels::add(x, tmp, T * H);
 
-  kernels::rmsnorm_rows(x, T, H, L.mlp_norm.data(), cfg_.rms_eps, xn.data());
-  std::vector<float> g(size_t(T * I)), u(size_t(T * I));
-  kernels::matmul_gated(xn.data(), T, L.gate, L.up, g.data(), u.data());
-  kernels::matmul(g.data(), T, L.down, tmp.data());
-  kernels::add(x, tmp.data(), T * H);
+  kernels::rmsnorm_rows(x, T, H, L.mlp_norm.data(), cfg_.rms_eps, xn);
+  float* g = act.gate.get(T * I);
+  float* u = act.up.get(T * I);
+  kernels::matmul_gated(pool, xn, T, L.gate, L.up, g, u);
+  kernels::matmul(pool, g, T, L.down, tmp);
+  kernels::add(x, tmp, T * H);
 }
 
-void DecoderModel::forward(KvCache& cache, const ForwardBatch& batch, ForwardOutput* out) {
+void DecoderModel::forward(ThreadPool& pool, KvCache& cache, const ForwardBatch& batch, ForwardOutput* out) {
   out->weight_bytes_read = weight_bytes_per_token() - lm_head_.nbytes();  // the lm_head is added per row set
   out->experts_touched = 0;
-  run_forward(*this, cache, batch,
-              [&](int l, const std::vector<TokenSlot>& slots, float* x) { layer_forward(l, cache, slots, x); }, out);
+  auto s = scratch_.lease();
+  run_forward(
+      pool, *this, cache, batch,
+      [&](int l, const std::vector<TokenSlot>& slots, float* x) { layer_forward(pool, *s, l, cache, slots, x); },
+      s->common, out);
 }
 
 }  // namespace eaglet

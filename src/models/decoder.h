@@ -6,6 +6,7 @@
 
 #include "io/json_config.h"
 #include "models/attention.h"
+#include "models/batch_forward.h"
 #include "models/model.h"
 #include "models/weights.h"
 
@@ -35,7 +36,7 @@ class DecoderModel : public Model {
 
   const ModelConfig& config() const override { return cfg_; }
   KvCacheShape kv_shape(int64_t num_blocks, int block_size) const override;
-  void forward(KvCache& cache, const ForwardBatch& batch, ForwardOutput* out) override;
+  void forward(ThreadPool& pool, KvCache& cache, const ForwardBatch& batch, ForwardOutput* out) override;
   void embed(const int* tokens, int64_t n, float* out) const override;
   const kernels::WeightView& lm_head() const override { return lm_head_; }
   const kernels::WeightView& embed_view() const override { return embed_; }
@@ -44,7 +45,13 @@ class DecoderModel : public Model {
 
  private:
   void load_weights();
-  void layer_forward(int l, KvCache& cache, const std::vector<TokenSlot>& slots, float* x);
+  // One forward's buffers: run_forward's and one layer's activations (reused by every layer).
+  struct Scratch {
+    ForwardScratch common;
+    ScratchBuffer xn, q, k, v, attn, tmp, gate, up;
+  };
+  void layer_forward(ThreadPool& pool, Scratch& s, int l, KvCache& cache, const std::vector<TokenSlot>& slots,
+                     float* x);
 
   ModelConfig cfg_;
   DecoderOptions opts_;
@@ -54,6 +61,7 @@ class DecoderModel : public Model {
   std::vector<float> final_norm_;
   std::vector<DecoderLayerWeights> layers_;
   AttentionShape attn_shape_;
+  ScratchPool<Scratch> scratch_;
 };
 
 }  // namespace eaglet

@@ -143,7 +143,7 @@ size_t Eagle3Draft::weight_bytes() const {
          down_.nbytes() + lm_head_.nbytes();
 }
 
-void Eagle3Draft::fuse_aux(const float* aux, int64_t n, float* g) const {
+void Eagle3Draft::fuse_aux(ThreadPool& pool, const float* aux, int64_t n, float* g) const {
   const int64_t Ht = cfg_.target_hidden;
   std::vector<float> x(aux, aux + n * 3 * Ht);
   if (cfg_.norm_before_fc) kernels::rmsnorm_rows(x.data(), n, 3 * Ht, input_norm_.data(), cfg_.rms_eps, x.data());
@@ -153,15 +153,18 @@ void Eagle3Draft::fuse_aux(const float* aux, int64_t n, float* g) const {
         float* chunk = x.data() + (r * 3 + i) * Ht;
         kernels::rmsnorm(chunk, fc_norms_[i].data(), cfg_.rms_eps, chunk, Ht);
       }
-  kernels::matmul(x.data(), n, fc_, g);
+  kernels::matmul(pool, x.data(), n, fc_, g);
 }
 
-void Eagle3Draft::forward(KvCache& cache, const std::vector<Eagle3Rows>& chunks, const float* g, float* next_g,
-                          std::vector<float>* logits, bool all_logits) const {
+void Eagle3Draft::forward(ThreadPool& pool, KvCache& cache, const std::vector<Eagle3Rows>& chunks, const float* g,
+                          float* next_g, std::vector<float>* logits, bool all_logits) const {
+  auto act = scratch_.lease();
   const int64_t H = cfg_.hidden, I = cfg_.intermediate, hd = cfg_.head_dim;
   const int64_t qd = cfg_.num_heads * hd, kvd = cfg_.num_kv_heads * hd;
-  std::vector<TokenSlot> slots;
-  std::vector<int> tokens;
+  std::vector<TokenSlot>& slots = act->slots;
+  std::vector<int>& tokens = act->tokens;
+  slots.clear();
+  tokens.clear();
   for (auto& c : chunks) {
     if (!cache.reserve(c.seq, int64_t(c.tokens.size()))) fail("draft KV cache is full ({} blocks)", cache.total_blocks());
     const int64_t start = cache.length(c.seq);
@@ -180,49 +183,55 @@ void Eagle3Draft::forward(KvCache& cache, const std::vector<Eagle3Rows>& chunks,
   }
   const int64_t T = int64_t(tokens.size());
   // x = [input_layernorm(embed(token)), hidden_norm(g)], embedding first.
-  std::vector<float> x(size_t(T * 2 * H)), e(size_t(T * H)), residual(size_t(T * H));
-  if (own_embed_) kernels::embedding_rows(embed_, tokens.data(), T, e.data());
-  else target_.embed(tokens.data(), T, e.data());
+  float* x = act->x.get(T * 2 * H);
+  float* e = act->e.get(T * H);
+  float* residual = act->residual.get(T * H);
+  if (own_embed_) kernels::embedding_rows(embed_, tokens.data(), T, e);
+  else target_.embed(tokens.data(), T, e);
   for (int64_t t = 0; t < T; ++t) {
-    kernels::rmsnorm(e.data() + t * H, input_ln_.data(), cfg_.rms_eps, x.data() + t * 2 * H, H);
-    float* h = x.data() + t * 2 * H + H;
+    kernels::rmsnorm(e + t * H, input_ln_.data(), cfg_.rms_eps, x + t * 2 * H, H);
+    float* h = x + t * 2 * H + H;
     kernels::rmsnorm(g + t * H, hidden_norm_.data(), cfg_.rms_eps, h, H);
-    std::memcpy(residual.data() + t * H, cfg_.norm_before_residual ? h : g + t * H, size_t(H) * sizeof(float));
+    std::memcpy(residual + t * H, cfg_.norm_before_residual ? h : g + t * H, size_t(H) * sizeof(float));
   }
-  std::vector<float> q(size_t(T * qd)), k(size_t(T * kvd)), v(size_t(T * kvd)), attn(size_t(T * qd)), tmp(size_t(T * H));
-  kernels::matmul(x.data(), T, q_, q.data(), q_bias_.empty() ? nullptr : q_bias_.data());
-  kernels::matmul(x.data(), T, k_, k.data(), k_bias_.empty() ? nullptr : k_bias_.data());
-  kernels::matmul(x.data(), T, v_, v.data(), v_bias_.empty() ? nullptr : v_bias_.data());
-  apply_rope(rope_, slots, attn_, q.data(), k.data());
-  store_kv(cache, 0, slots, attn_, k.data(), v.data());
-  paged_attention(cache, 0, slots, attn_, q.data(), attn.data());
+  float* q = act->q.get(T * qd);
+  float* k = act->k.get(T * kvd);
+  float* v = act->v.get(T * kvd);
+  float* attn = act->attn.get(T * qd);
+  float* tmp = act->tmp.get(T * H);
+  kernels::matmul(pool, x, T, q_, q, q_bias_.empty() ? nullptr : q_bias_.data());
+  kernels::matmul(pool, x, T, k_, k, k_bias_.empty() ? nullptr : k_bias_.data());
+  kernels::matmul(pool, x, T, v_, v, v_bias_.empty() ? nullptr : v_bias_.data());
+  apply_rope(rope_, slots, attn_, q, k);
+  store_kv(cache, 0, slots, attn_, k, v);
+  paged_attention(pool, cache, 0, slots, attn_, q, attn);
   for (auto& c : chunks) cache.commit(c.seq, int64_t(c.tokens.size()));
-  kernels::matmul(attn.data(), T, o_, tmp.data());
+  kernels::matmul(pool, attn, T, o_, tmp);
   float* out = next_g;
-  for (int64_t i = 0; i < T * H; ++i) out[i] = residual[size_t(i)] + tmp[size_t(i)];
-  std::vector<float> hn(size_t(T * H)), gt(size_t(T * I)), up(size_t(T * I));
-  kernels::rmsnorm_rows(out, T, H, post_ln_.data(), cfg_.rms_eps, hn.data());
-  kernels::matmul_gated(hn.data(), T, gate_, up_, gt.data(), up.data());
-  kernels::matmul(gt.data(), T, down_, tmp.data());
-  kernels::add(out, tmp.data(), T * H);
+  for (int64_t i = 0; i < T * H; ++i) out[i] = residual[i] + tmp[i];
+  float* hn = act->hn.get(T * H);
+  float* gt = act->gate.get(T * I);
+  float* up = act->up.get(T * I);
+  kernels::rmsnorm_rows(out, T, H, post_ln_.data(), cfg_.rms_eps, hn);
+  kernels::matmul_gated(pool, hn, T, gate_, up_, gt, up);
+  kernels::matmul(pool, gt, T, down_, tmp);
+  kernels::add(out, tmp, T * H);
 
-  std::vector<int64_t> rows;
-  int64_t base = 0;
+  int64_t num_rows = 0;
+  for (auto& c : chunks) num_rows += all_logits ? int64_t(c.tokens.size()) : !c.tokens.empty();
+  float* normed = act->normed.get(T * H);
+  float* sel = act->sel.get(num_rows * H);
+  kernels::rmsnorm_rows(out, T, H, norm_.data(), cfg_.rms_eps, normed);
+  int64_t base = 0, r = 0;
   for (auto& c : chunks) {
-    if (all_logits)
-      for (size_t i = 0; i < c.tokens.size(); ++i) rows.push_back(base + int64_t(i));
-    else if (!c.tokens.empty())
-      rows.push_back(base + int64_t(c.tokens.size()) - 1);
-    base += int64_t(c.tokens.size());
+    const int64_t n = int64_t(c.tokens.size());
+    for (int64_t i = all_logits ? 0 : std::max<int64_t>(n - 1, 0); i < n; ++i, ++r)
+      std::memcpy(sel + r * H, normed + (base + i) * H, size_t(H) * sizeof(float));
+    base += n;
   }
-  std::vector<float> normed(size_t(T * H));
-  kernels::rmsnorm_rows(out, T, H, norm_.data(), cfg_.rms_eps, normed.data());
-  std::vector<float> sel(rows.size() * size_t(H));
-  for (size_t i = 0; i < rows.size(); ++i)
-    std::memcpy(&sel[i * size_t(H)], &normed[size_t(rows[i] * H)], size_t(H) * sizeof(float));
-  logits->resize(rows.size() * size_t(cfg_.draft_vocab));
-  kernels::matmul(sel.data(), int64_t(rows.size()), lm_head_, logits->data());
-  if (cfg_.norm_output) std::memcpy(out, normed.data(), size_t(T * H) * sizeof(float));
+  logits->resize(size_t(num_rows) * size_t(cfg_.draft_vocab));
+  kernels::matmul(pool, sel, num_rows, lm_head_, logits->data());
+  if (cfg_.norm_output) std::memcpy(out, normed, size_t(T * H) * sizeof(float));
 }
 
 }  // namespace eaglet

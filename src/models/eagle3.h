@@ -10,6 +10,7 @@
 #include "io/json_config.h"
 #include "models/attention.h"
 #include "models/model.h"
+#include "models/scratch.h"
 #include "models/weights.h"
 
 namespace eaglet {
@@ -55,11 +56,11 @@ class Eagle3Draft {
   KvCacheShape kv_shape(int64_t num_blocks, int block_size = 16) const;
 
   // g [n, H] = fc(aux [n, 3*Ht]) with the optional norms.
-  void fuse_aux(const float* aux, int64_t n, float* g) const;
+  void fuse_aux(ThreadPool& pool, const float* aux, int64_t n, float* g) const;
   // Runs the draft layer over all rows (each chunk appended to its sequence in `cache`), with
   // states g [rows, H]. Writes the next states [rows, H] to `next_g` and, for the last row of each
   // chunk, draft-vocabulary logits [chunks, Vd] to `logits`. `all_logits` instead gives every row.
-  void forward(KvCache& cache, const std::vector<Eagle3Rows>& chunks, const float* g, float* next_g,
+  void forward(ThreadPool& pool, KvCache& cache, const std::vector<Eagle3Rows>& chunks, const float* g, float* next_g,
                std::vector<float>* logits, bool all_logits = false) const;
   int to_target_id(int draft_id) const { return draft_id + int(d2t_.empty() ? 0 : d2t_[size_t(draft_id)]); }
   size_t weight_bytes() const;
@@ -77,6 +78,12 @@ class Eagle3Draft {
   std::vector<float> q_bias_, k_bias_, v_bias_;
   std::vector<int64_t> d2t_;
   AttentionShape attn_;
+  struct Scratch {
+    ScratchBuffer x, e, residual, q, k, v, attn, tmp, hn, gate, up, normed, sel;
+    std::vector<TokenSlot> slots;
+    std::vector<int> tokens;
+  };
+  mutable ScratchPool<Scratch> scratch_;
 };
 
 // Parses a draft config.json (either flavour); exposed for tests.

@@ -61,8 +61,9 @@ class Model {
   virtual const ModelConfig& config() const = 0;
   // Shape of the KV cache this model needs, with room for `num_blocks` blocks.
   virtual KvCacheShape kv_shape(int64_t num_blocks, int block_size = 16) const = 0;
-  // Throws eaglet::Error when the cache has no room for the batch; the cache is then unchanged.
-  virtual void forward(KvCache& cache, const ForwardBatch& batch, ForwardOutput* out) = 0;
+  // Runs the batch on `pool`'s threads. Throws eaglet::Error when the cache has no room for the
+  // batch; the cache is then unchanged. Activations come from reused scratch (models/scratch.h).
+  virtual void forward(ThreadPool& pool, KvCache& cache, const ForwardBatch& batch, ForwardOutput* out) = 0;
 
   // What an EAGLE-3 draft shares with its target and what the trainer needs to score it.
   virtual void embed(const int* tokens, int64_t n, float* out) const = 0;

@@ -10,8 +10,9 @@ namespace {
 using clock_type = std::chrono::steady_clock;
 }
 
-Scheduler::Scheduler(ModelBundle& bundle, const SpecSetup& spec, SchedulerOptions opts, ServingMetrics& metrics)
-    : opts_(opts), metrics_(metrics), engine_(*bundle.model, bundle.tokenizer, spec, opts, &metrics) {
+Scheduler::Scheduler(ThreadPool& pool, ModelBundle& bundle, const SpecSetup& spec, SchedulerOptions opts,
+                     ServingMetrics& metrics)
+    : opts_(opts), metrics_(metrics), engine_(pool, *bundle.model, bundle.tokenizer, spec, opts, &metrics) {
   const EngineOptions& e = engine_.options();
   spdlog::info("KV cache: {} blocks of 16 tokens, max_model_len {}, up to {} sequences", e.kv_blocks, e.max_model_len,
                e.max_num_seqs);

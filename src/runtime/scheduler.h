@@ -20,7 +20,9 @@ struct SchedulerOptions : EngineOptions {
 
 class Scheduler {
  public:
-  Scheduler(ModelBundle& bundle, const SpecSetup& spec, SchedulerOptions opts, ServingMetrics& metrics);
+  // The engine runs every forward on `pool` (which must outlive the scheduler).
+  Scheduler(ThreadPool& pool, ModelBundle& bundle, const SpecSetup& spec, SchedulerOptions opts,
+            ServingMetrics& metrics);
   ~Scheduler();
   // The engine's options, with the KV cache size and max_model_len resolved.
   const EngineOptions& options() const { return engine_.options(); }

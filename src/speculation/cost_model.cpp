@@ -61,20 +61,20 @@ double CostModel::target_seconds(int n) const {
   return s1 + std::max(0.0, (s1 - s0) / double(n1 - n0)) * double(n - n1);
 }
 
-std::string CostModel::key(const Model& target) {
+std::string CostModel::key(const Model& target, int threads) {
   const ModelConfig& c = target.config();
   return fmt::format("{}|{}|h{}|l{}|i{}|v{}|{}|threads {}|{}", std::filesystem::absolute(c.dir).string(),
                      c.architecture, c.hidden, c.num_layers, c.intermediate, c.vocab, c.dtype_name,
-                     ThreadPool::global().size(), isa_name(active_isa()));
+                     threads, isa_name(active_isa()));
 }
 
-CostModel CostModel::measure(Model& target, int reps, const std::vector<int>& sizes) {
+CostModel CostModel::measure(ThreadPool& pool, Model& target, int reps, const std::vector<int>& sizes) {
   const int prefix = 64, V = target.config().vocab;
   std::vector<int> ids(size_t(prefix + *std::max_element(sizes.begin(), sizes.end())));
   for (size_t i = 0; i < ids.size(); ++i) ids[i] = int((i * 7919 + 13) % size_t(V));
   KvCache cache(target.kv_shape(kv_blocks_for(int64_t(ids.size()))));
   const SeqId seq = cache.create();
-  prefill(target, cache, seq, std::vector<int>(ids.begin(), ids.begin() + prefix), 512);
+  prefill(pool, target, cache, seq, std::vector<int>(ids.begin(), ids.begin() + prefix), 512);
   std::vector<std::pair<int, double>> points;
   for (int n : sizes) {
     ForwardBatch batch;
@@ -85,7 +85,7 @@ CostModel CostModel::measure(Model& target, int reps, const std::vector<int>& si
     for (int r = 0; r <= reps; ++r) {  // the first pass warms caches and is not counted
       ForwardOutput out;
       const auto t0 = std::chrono::steady_clock::now();
-      target.forward(cache, batch, &out);
+      target.forward(pool, cache, batch, &out);
       const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
       cache.truncate(seq, prefix);
       if (r > 0) seconds.push_back(s);
@@ -98,9 +98,9 @@ CostModel CostModel::measure(Model& target, int reps, const std::vector<int>& si
   return CostModel(std::move(points));
 }
 
-CostModel CostModel::for_target(Model& target, const std::string& cache_path) {
+CostModel CostModel::for_target(ThreadPool& pool, Model& target, const std::string& cache_path) {
   const std::string path = cache_path.empty() ? default_cache_path() : cache_path == "off" ? "" : cache_path;
-  const std::string k = key(target);
+  const std::string k = key(target, pool.size());
   const bool cacheable = !path.empty() && target.config().dir != "<built-in>";
   if (cacheable) {
     const auto j = read_cache(path);
@@ -109,7 +109,7 @@ CostModel CostModel::for_target(Model& target, const std::string& cache_path) {
         std::vector<std::pair<int, double>> pts;
         for (auto& p : j[k]) pts.emplace_back(p.at(0).get<int>(), p.at(1).get<double>());
         CostModel m(std::move(pts));
-        const CostModel now = measure(target, 2, {1, 4});
+        const CostModel now = measure(pool, target, 2, {1, 4});
         const bool holds = std::abs(now.ratio(4) / m.ratio(4) - 1) < 0.15 &&
                            std::abs(now.target_seconds(1) / m.target_seconds(1) - 1) < 0.25;
         if (holds) {
@@ -124,7 +124,7 @@ CostModel CostModel::for_target(Model& target, const std::string& cache_path) {
     }
   }
   spdlog::info("cost model: timing target forwards of 1..{} tokens", measured_sizes().back());
-  CostModel m = measure(target);
+  CostModel m = measure(pool, target);
   spdlog::info("cost model: c(1) = {:.1f} ms, c(4)/c(1) = {:.2f}, c(16)/c(1) = {:.2f}, c(32)/c(1) = {:.2f}",
                1e3 * m.target_seconds(1), m.ratio(4), m.ratio(16), m.ratio(32));
   if (cacheable) {

@@ -22,8 +22,10 @@ class CostModel {
   static const std::vector<int>& measured_sizes();
   // Loads the table for this target from `cache_path` ("" = the default file, "off" = none) or
   // measures it there and then (and stores it).
-  static CostModel for_target(Model& target, const std::string& cache_path = "");
-  static CostModel measure(Model& target, int reps = 3, const std::vector<int>& sizes = measured_sizes());
+  // Forwards run on `pool`, the pool the engine will run them on.
+  static CostModel for_target(ThreadPool& pool, Model& target, const std::string& cache_path = "");
+  static CostModel measure(ThreadPool& pool, Model& target, int reps = 3,
+                           const std::vector<int>& sizes = measured_sizes());
   explicit CostModel(std::vector<std::pair<int, double>> points);
 
   // Seconds of one target forward over n tokens in total (n >= 1).
@@ -32,7 +34,7 @@ class CostModel {
   double ratio(int n) const { return target_seconds(n) / target_seconds(1); }
   const std::vector<std::pair<int, double>>& points() const { return points_; }
   // Cache key: model, weights dtype, threads and kernels.
-  static std::string key(const Model& target);
+  static std::string key(const Model& target, int threads);
 
  private:
   std::vector<std::pair<int, double>> points_;  // (tokens, seconds), ascending

@@ -12,6 +12,7 @@ namespace eaglet {
 namespace {
 constexpr double kPriorWeight = 4;    // pseudo-observations behind each bin's prior
 constexpr int kDepthBins = 8;         // scored trees: calibration per (depth, probability) bin
+constexpr size_t kLevelSamples = 9;   // draft-cost samples the median is taken over
 constexpr double kSeqDecay = 0.9;     // per-step decay of a sequence's accepted / predicted sums
 constexpr int kMaxAutoDepth = 8;
 }  // namespace
@@ -70,6 +71,7 @@ DraftPolicy::SeqState DraftPolicy::new_sequence() const {
 TreeShape DraftPolicy::shape(const SeqState& s, int cap) const {
   TreeShape t = cfg_.shape;
   t.depth = std::min(s.depth, cap);
+  if (probing_) t.depth = std::min(t.depth, 1);  // a probe only refreshes the estimates
   t.topk = std::min(s.topk, cfg_.shape.topk);
   if (t.depth <= 0) return {};
   if (t.topk <= 1) t.budget = std::min(t.budget, t.depth);
@@ -103,9 +105,22 @@ std::vector<double> DraftPolicy::estimates(const SeqState& s, const DraftTree& t
   return e;
 }
 
-bool DraftPolicy::worth_drafting(int sequences, int fixed_tokens) const {
+double DraftPolicy::level_seconds() const {
+  if (level_samples_.empty()) return 0;
+  std::vector<double> s = level_samples_;
+  std::nth_element(s.begin(), s.begin() + long((s.size() - 1) / 2), s.end());
+  return s[(s.size() - 1) / 2];
+}
+
+bool DraftPolicy::worth_drafting(int sequences, int fixed_tokens) {
   if (!cfg_.adaptive || sequences <= 0) return true;
-  const double draft = std::max(0.0, level_seconds_);
+  probing_ = false;
+  if (++skipped_ >= kProbeEvery) {
+    skipped_ = 0;
+    probing_ = true;
+    return true;
+  }
+  const double draft = level_seconds();
   const double plain = double(sequences) / cost_->target_seconds(fixed_tokens);
   // One to four nodes per sequence, each level accepted with the first node's rate.
   double gain = 0, a = 1;
@@ -113,7 +128,10 @@ bool DraftPolicy::worth_drafting(int sequences, int fixed_tokens) const {
     a *= first_hit_;
     gain += a;
     const double rate = double(sequences) * (1 + gain) / (draft + cost_->target_seconds(fixed_tokens + k * sequences));
-    if (rate > plain) return true;
+    if (rate > plain) {
+      skipped_ = 0;
+      return true;
+    }
   }
   return false;
 }
@@ -123,7 +141,9 @@ void DraftPolicy::trim(std::vector<DraftTree>& trees, std::vector<SeqState*>& st
   if (!cfg_.adaptive) return;
   if (draft_levels > 0) {
     const double per_level = draft_seconds / draft_levels;
-    level_seconds_ = level_seconds_ < 0 ? per_level : 0.9 * level_seconds_ + 0.1 * per_level;
+    if (level_samples_.size() < kLevelSamples) level_samples_.push_back(per_level);
+    else level_samples_[level_next_] = per_level;
+    level_next_ = (level_next_ + 1) % kLevelSamples;
   }
   std::vector<std::vector<double>> est(trees.size());
   // Best-first over sequences: each tree's nodes in order (every prefix is a tree).
@@ -153,7 +173,7 @@ void DraftPolicy::trim(std::vector<DraftTree>& trees, std::vector<SeqState*>& st
   }
   // A level is worth drafting when its kept nodes bring more tokens than the step's rate would
   // produce in the time its draft forward takes.
-  const double level_tokens = best_rate * std::max(0.0, level_seconds_);
+  const double level_tokens = best_rate * level_seconds();
   for (size_t i = 0; i < trees.size(); ++i) {
     trees[i].truncate(best_taken[i]);
     SeqState& s = *states[i];

@@ -42,8 +42,12 @@ class DraftPolicy {
   // Auto: whether drafting for `sequences` decoding sequences can pay at all this step, given
   // the step's other tokens: even one node per sequence at the recent first-node acceptance must
   // beat plain decoding after the draft's own time. When it cannot (a compute-bound batch), the
-  // engine skips the proposer for the step, draft forwards included. Fixed shapes: always.
-  bool worth_drafting(int sequences, int fixed_tokens) const;
+  // engine skips the proposer for the step, draft forwards included. The estimates behind this
+  // only move when drafts are verified, so after kProbeEvery skipped steps one step drafts one
+  // level anyway (and trim() keeps what pays of it): a cold first draft forward, a stall, or a run of badly
+  // drafted requests cannot switch speculation off for good. Fixed shapes: always.
+  bool worth_drafting(int sequences, int fixed_tokens);
+  static constexpr int kProbeEvery = 16;
   // Auto: trims each tree in place (see above); `fixed_tokens` are the step's other tokens
   // (roots and prefill), `draft_seconds` what drafting them took and `draft_levels` the deepest
   // level drafted. Then sets each sequence's next depth and width: one level deeper while the
@@ -67,7 +71,13 @@ class DraftPolicy {
   DraftPolicyConfig cfg_;
   std::shared_ptr<const CostModel> cost_;
   bool scored_;
-  double level_seconds_ = -1;  // EMA of the draft's cost per tree level (a batched forward)
+  // The draft's cost per tree level (a batched forward): the lower median of the last samples,
+  // so neither the first forward's page faults nor a VM stall sets it.
+  double level_seconds() const;
+  std::vector<double> level_samples_;  // ring of the last kLevelSamples
+  size_t level_next_ = 0;
+  int skipped_ = 0;        // consecutive steps worth_drafting said no
+  bool probing_ = false;   // this step drafts only to refresh the estimates: one level
   double first_hit_ = 0.7;     // EMA of how often a tree's first node is accepted
   // Calibration: nodes verified and accepted per bin (probability bins, or depths when unscored).
   std::vector<double> seen_, hits_;

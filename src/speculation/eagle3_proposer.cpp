@@ -8,8 +8,8 @@
 
 namespace eaglet {
 
-Eagle3Proposer::Eagle3Proposer(const Eagle3Draft& draft, int64_t num_blocks)
-    : draft_(draft), cache_(draft.kv_shape(num_blocks)) {}
+Eagle3Proposer::Eagle3Proposer(const Eagle3Draft& draft, int64_t num_blocks, ThreadPool& pool)
+    : draft_(draft), pool_(pool), cache_(draft.kv_shape(num_blocks)) {}
 
 void Eagle3Proposer::begin(SeqId seq, const std::vector<int>& prompt, const float* prompt_taps, int first_token) {
   EAGLET_CHECK(!states_.count(seq), "EAGLE-3 proposer: sequence {} began twice", seq);
@@ -70,8 +70,8 @@ void Eagle3Proposer::flush(const std::vector<Request>& requests) {
   if (chunks.empty()) return;
   const int64_t n = int64_t(aux.size() / size_t(A));
   std::vector<float> g(size_t(n * H)), out(size_t(n * H)), logits;
-  draft_.fuse_aux(aux.data(), n, g.data());
-  draft_.forward(cache_, chunks, g.data(), out.data(), &logits);
+  draft_.fuse_aux(pool_, aux.data(), n, g.data());
+  draft_.forward(pool_, cache_, chunks, g.data(), out.data(), &logits);
   const int Vd = draft_.config().draft_vocab;
   int64_t row = 0;
   for (size_t i = 0; i < who.size(); ++i) {
@@ -146,7 +146,7 @@ void Eagle3Proposer::propose(const std::vector<Request>& requests, std::vector<D
     }
     if (chunks.empty()) break;
     std::vector<float> next(gin.size()), logits;
-    draft_.forward(cache_, chunks, gin.data(), next.data(), &logits, /*all_logits=*/true);
+    draft_.forward(pool_, cache_, chunks, gin.data(), next.data(), &logits, /*all_logits=*/true);
     size_t row = 0;
     for (Work* w : who) {
       const size_t first_new = w->nodes.size();

@@ -22,7 +22,7 @@ class Eagle3Proposer : public Proposer {
  public:
   static constexpr int kMaxTopk = 8;
 
-  Eagle3Proposer(const Eagle3Draft& draft, int64_t num_blocks);
+  Eagle3Proposer(const Eagle3Draft& draft, int64_t num_blocks, ThreadPool& pool);
   std::string name() const override { return "eagle3"; }
   std::vector<int> tap_layers() const override { return draft_.config().aux_layers; }
   bool drafts_trees() const override { return true; }
@@ -54,6 +54,7 @@ class Eagle3Proposer : public Proposer {
   std::vector<Candidate> top_candidates(const float* logits, int k) const;
 
   const Eagle3Draft& draft_;
+  ThreadPool& pool_;
   KvCache cache_;
   std::map<SeqId, State> states_;
 };

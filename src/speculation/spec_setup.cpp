@@ -5,6 +5,7 @@
 #include <functional>
 
 #include "core/error.h"
+#include "core/thread_pool.h"
 #include "models/attention.h"
 #include "speculation/eagle3_proposer.h"
 #include "speculation/ngram_proposer.h"
@@ -22,9 +23,11 @@ struct ProposerEntry {
 std::vector<ProposerEntry>& registry() {
   static std::vector<ProposerEntry> r{
       {"eagle3", true, true,
-       [](const SpecSetup& s, int64_t blocks) { return std::make_unique<Eagle3Proposer>(*s.draft(), blocks); }},
+       [](const SpecSetup& s, int64_t blocks, ThreadPool& pool) {
+         return std::make_unique<Eagle3Proposer>(*s.draft(), blocks, pool);
+       }},
       {"ngram", false, false,
-       [](const SpecSetup& s, int64_t) {
+       [](const SpecSetup& s, int64_t, ThreadPool&) {
          return std::make_unique<NgramProposer>(s.options().ngram_max, s.options().ngram_min);
        }},
   };
@@ -79,16 +82,22 @@ int SpecSetup::max_step_tokens() const {
   return 1 + std::max(s.budget, (s.depth - 1) * s.topk);
 }
 
-std::unique_ptr<Proposer> SpecSetup::new_proposer(int64_t draft_blocks) const {
+std::unique_ptr<Proposer> SpecSetup::new_proposer(int64_t draft_blocks, ThreadPool& pool) const {
   if (!enabled()) return nullptr;
-  return find_entry(method_)->make(*this, draft_blocks);
+  return find_entry(method_)->make(*this, draft_blocks, pool);
 }
 
 size_t SpecSetup::draft_block_bytes() const { return draft_ ? draft_->kv_shape(1).bytes_per_block() : 0; }
 
-std::unique_ptr<DraftPolicy> SpecSetup::new_policy(Model& target, bool scored) const {
-  if (policy_.adaptive && !cost_) cost_ = std::make_shared<const CostModel>(CostModel::for_target(target, opts_.cost_model_cache));
-  return std::make_unique<DraftPolicy>(policy_, policy_.adaptive ? cost_ : nullptr, scored);
+std::unique_ptr<DraftPolicy> SpecSetup::new_policy(ThreadPool& pool, Model& target, bool scored) const {
+  if (!policy_.adaptive) return std::make_unique<DraftPolicy>(policy_, nullptr, scored);
+  std::shared_ptr<const CostModel> cost = cost_;
+  if (!cost) {
+    auto& m = measured_[pool.size()];
+    if (!m) m = std::make_shared<const CostModel>(CostModel::for_target(pool, target, opts_.cost_model_cache));
+    cost = m;
+  }
+  return std::make_unique<DraftPolicy>(policy_, cost, scored);
 }
 
 std::string SpecSetup::describe() const {

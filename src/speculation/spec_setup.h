@@ -3,6 +3,7 @@
 // draft policy (fixed shape, or auto with the measured cost model).
 #pragma once
 #include <functional>
+#include <map>
 #include <memory>
 #include <string>
 
@@ -23,7 +24,9 @@ struct SpecOptions {
 };
 
 class SpecSetup;
-using ProposerFactory = std::function<std::unique_ptr<Proposer>(const SpecSetup&, int64_t draft_blocks)>;
+// Builds a proposer for one engine: `draft_blocks` KV blocks of draft state, forwards on `pool`.
+using ProposerFactory =
+    std::function<std::unique_ptr<Proposer>(const SpecSetup&, int64_t draft_blocks, ThreadPool& pool)>;
 
 class SpecSetup {
  public:
@@ -42,13 +45,14 @@ class SpecSetup {
   // Most tokens one step adds to a sequence's target or draft KV cache beyond its length.
   int max_step_tokens() const;
 
-  // A proposer for up to `draft_blocks` KV blocks of draft state (all sequences together).
-  std::unique_ptr<Proposer> new_proposer(int64_t draft_blocks) const;
+  // A proposer for up to `draft_blocks` KV blocks of draft state (all sequences together) that
+  // runs its forwards on `pool`.
+  std::unique_ptr<Proposer> new_proposer(int64_t draft_blocks, ThreadPool& pool) const;
   // Draft KV bytes per block (0 without a draft model).
   size_t draft_block_bytes() const;
-  // The policy for one engine; auto measures (or loads) the target's cost model once. `scored`:
-  // the proposer's trees carry draft probabilities.
-  std::unique_ptr<DraftPolicy> new_policy(Model& target, bool scored) const;
+  // The policy for one engine on `pool`; auto measures (or loads) the target's cost model once per
+  // thread count. `scored`: the proposer's trees carry draft probabilities.
+  std::unique_ptr<DraftPolicy> new_policy(ThreadPool& pool, Model& target, bool scored) const;
   std::string describe() const;
   static std::vector<std::string> methods();
   // Uses `cost` instead of measuring the target (tests, and tools that measured already).
@@ -59,7 +63,9 @@ class SpecSetup {
   SpecOptions opts_;
   DraftPolicyConfig policy_;
   std::unique_ptr<Eagle3Draft> draft_;
-  mutable std::shared_ptr<const CostModel> cost_;
+  std::shared_ptr<const CostModel> cost_;  // set_cost_model: every engine uses it
+  // Measured per thread count (a benchmark sweeps them; the costs differ).
+  mutable std::map<int, std::shared_ptr<const CostModel>> measured_;
 };
 
 }  // namespace eaglet

@@ -16,14 +16,14 @@ double seconds_since(std::chrono::steady_clock::time_point t) {
 }
 }  // namespace
 
-HiddenSample compute_hidden(Model& target, const TrainSample& s, const std::vector<int>& aux_layers) {
+HiddenSample compute_hidden(ThreadPool& pool, Model& target, const TrainSample& s, const std::vector<int>& aux_layers) {
   const int L = target.config().num_layers, H = target.config().hidden;
   std::vector<int> taps = aux_layers;
   taps.push_back(L);
   KvCache cache(target.kv_shape(kv_blocks_for(int64_t(s.ids.size()))));
   const SeqId seq = cache.create();
   std::vector<float> all;
-  prefill(target, cache, seq, s.ids, 512, taps, &all);
+  prefill(pool, target, cache, seq, s.ids, 512, taps, &all);
   HiddenSample h;
   h.index = s.index;
   h.ids = s.ids;
@@ -96,17 +96,17 @@ int64_t SampleBuffer::next_index() const {
 namespace {
 class ThreadSource : public HiddenSource {
  public:
-  ThreadSource(Model& target, const std::vector<TrainSample>& samples, const std::vector<int>& aux, int64_t first,
+  ThreadSource(ThreadPool& pool, Model& target, const std::vector<TrainSample>& samples, const std::vector<int>& aux, int64_t first,
                int64_t end, int workers, int capacity)
       : buffer_(first, end, capacity), next_(first), end_(end) {
     for (int w = 0; w < std::max(1, workers); ++w)
-      threads_.emplace_back([this, &target, &samples, aux] {
+      threads_.emplace_back([this, &pool, &target, &samples, aux] {
         try {
           for (;;) {
             const int64_t i = next_.fetch_add(1);
             if (i >= end_ || !buffer_.wait_for_slot(i)) return;
             const auto t0 = std::chrono::steady_clock::now();
-            HiddenSample h = compute_hidden(target, samples[size_t(i)], aux);
+            HiddenSample h = compute_hidden(pool, target, samples[size_t(i)], aux);
             buffer_.put(std::move(h), seconds_since(t0));
           }
         } catch (const std::exception& e) {
@@ -135,10 +135,10 @@ class ThreadSource : public HiddenSource {
 };
 }  // namespace
 
-std::unique_ptr<HiddenSource> make_thread_source(Model& target, const std::vector<TrainSample>& samples,
+std::unique_ptr<HiddenSource> make_thread_source(ThreadPool& pool, Model& target, const std::vector<TrainSample>& samples,
                                                  const std::vector<int>& aux_layers, int64_t first, int64_t end,
                                                  int workers, int capacity) {
-  return std::make_unique<ThreadSource>(target, samples, aux_layers, first, end, workers, capacity);
+  return std::make_unique<ThreadSource>(pool, target, samples, aux_layers, first, end, workers, capacity);
 }
 
 }  // namespace eaglet

@@ -30,7 +30,7 @@ struct HiddenSample {
 };
 
 // Runs the target over one sample and collects its taps (aux layers ascending, then layer L).
-HiddenSample compute_hidden(Model& target, const TrainSample& s, const std::vector<int>& aux_layers);
+HiddenSample compute_hidden(ThreadPool& pool, Model& target, const TrainSample& s, const std::vector<int>& aux_layers);
 
 struct StreamStats {
   int64_t produced = 0, consumed = 0;
@@ -75,7 +75,8 @@ class HiddenSource {
   virtual void stop() = 0;
 };
 
-std::unique_ptr<HiddenSource> make_thread_source(Model& target, const std::vector<TrainSample>& samples,
+// `workers` threads compute samples, their forwards sharing `pool` (which must outlive the source).
+std::unique_ptr<HiddenSource> make_thread_source(ThreadPool& pool, Model& target, const std::vector<TrainSample>& samples,
                                                  const std::vector<int>& aux_layers, int64_t first, int64_t end,
                                                  int workers, int capacity);
 // Binds `endpoint`; `eaglet infer-worker --connect endpoint -m TARGET` processes do the work.
@@ -85,6 +86,6 @@ std::unique_ptr<HiddenSource> make_zmq_source(const std::string& endpoint, const
 // The worker loop: connects, asks for work, computes, returns results until told to stop.
 // Returns the number of samples it computed. `max_samples` > 0 makes it exit early (tests use
 // this to play a worker that dies).
-int64_t run_inference_worker(Model& target, const std::string& endpoint, int64_t max_samples = 0);
+int64_t run_inference_worker(ThreadPool& pool, Model& target, const std::string& endpoint, int64_t max_samples = 0);
 
 }  // namespace eaglet

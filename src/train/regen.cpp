@@ -51,7 +51,7 @@ struct Job {
 
 // Continues every job's prompt by up to `max_new` tokens (EOS ends early), `batch` sequences at a
 // time on the engine core; `done(key, generated)` is called as each finishes.
-void continue_batched(Model& target, const Tokenizer& tok, const std::vector<int>& eos, std::vector<Job> jobs,
+void continue_batched(ThreadPool& pool, Model& target, const Tokenizer& tok, const std::vector<int>& eos, std::vector<Job> jobs,
                       const RegenOptions& o, const std::function<void(int64_t, const std::vector<int>&)>& done) {
   const int max_pos = target.config().max_position;
   // Room for the longest job, not for the model's whole context (which configs put in the millions).
@@ -62,7 +62,7 @@ void continue_batched(Model& target, const Tokenizer& tok, const std::vector<int
   eo.max_num_seqs = o.batch;
   eo.max_model_len = int(std::min<int64_t>(longest, max_pos));
   eo.kv_blocks = int64_t(o.batch) * kv_blocks_for(eo.max_model_len + 1);
-  EngineCore engine(target, tok, plain, eo);
+  EngineCore engine(pool, target, tok, plain, eo);
   struct Live {
     int64_t key;
     std::vector<int> out;
@@ -113,7 +113,7 @@ void write_line(std::ofstream& out, const TrainSample& s, const Tokenizer& tok) 
 }
 }  // namespace
 
-int64_t regenerate(Model& target, const Tokenizer& tok, const std::vector<int>& eos, const RegenOptions& o) {
+int64_t regenerate(ThreadPool& pool, Model& target, const Tokenizer& tok, const std::vector<int>& eos, const RegenOptions& o) {
   const std::set<int64_t> done = finished_indices(o.output);
   std::ofstream out(o.output, std::ios::app);
   if (!out) fail("{}: cannot write", o.output);
@@ -150,7 +150,7 @@ int64_t regenerate(Model& target, const Tokenizer& tok, const std::vector<int>& 
         if (jobs.empty()) break;
         std::vector<size_t> msg_of(group.size());
         for (size_t j = 0; j < jobs.size(); ++j) msg_of[size_t(jobs[j].key)] = where[j];
-        continue_batched(target, tok, eos, jobs, o, [&](int64_t c, const std::vector<int>& ids) {
+        continue_batched(pool, target, tok, eos, jobs, o, [&](int64_t c, const std::vector<int>& ids) {
           group[size_t(c)].messages[msg_of[size_t(c)]].content = tok.decode(ids);
           generated += int64_t(ids.size());
         });
@@ -177,7 +177,7 @@ int64_t regenerate(Model& target, const Tokenizer& tok, const std::vector<int>& 
   std::map<int64_t, std::vector<int>> prompts;
   for (auto& j : jobs) prompts[j.key] = j.prompt;
   Progress progress("regen", total, written);
-  continue_batched(target, tok, eos, jobs, o, [&](int64_t i, const std::vector<int>& ids) {
+  continue_batched(pool, target, tok, eos, jobs, o, [&](int64_t i, const std::vector<int>& ids) {
     TrainSample s;
     s.index = i;
     s.ids = prompts[i];

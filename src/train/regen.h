@@ -27,6 +27,7 @@ struct RegenOptions {
 };
 
 // Returns the number of samples in the output file afterwards.
-int64_t regenerate(Model& target, const Tokenizer& tok, const std::vector<int>& eos, const RegenOptions& o);
+// Runs the target on `pool`.
+int64_t regenerate(ThreadPool& pool, Model& target, const Tokenizer& tok, const std::vector<int>& eos, const RegenOptions& o);
 
 }  // namespace eaglet

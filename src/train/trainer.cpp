@@ -58,8 +58,8 @@ DraftModuleOptions module_options(const TrainConfig& c, const ModelConfig& t) {
 }
 
 // Target logits [B, T, V] from last_hidden [B, T, H], with the target's own final norm and
-// lm_head (computed here, not streamed).
-torch::Tensor target_logits(const Model& target, const std::vector<HiddenSample>& batch, int64_t T) {
+// lm_head (computed here, not streamed), on `pool`.
+torch::Tensor target_logits(ThreadPool& pool, const Model& target, const std::vector<HiddenSample>& batch, int64_t T) {
   const int64_t H = target.config().hidden, V = target.config().vocab, B = int64_t(batch.size());
   auto out = torch::zeros({B, T, V}, torch::kFloat32);
   std::vector<float> normed;
@@ -68,12 +68,12 @@ torch::Tensor target_logits(const Model& target, const std::vector<HiddenSample>
     const int64_t n = int64_t(s.ids.size());
     normed.resize(size_t(n * H));
     target.final_norm(s.last.data(), n, normed.data());
-    kernels::matmul(normed.data(), n, target.lm_head(), out.data_ptr<float>() + b * T * V);
+    kernels::matmul(pool, normed.data(), n, target.lm_head(), out.data_ptr<float>() + b * T * V);
   }
   return out;
 }
 
-TttBatch make_batch(const Model& target, const std::vector<HiddenSample>& samples) {
+TttBatch make_batch(ThreadPool& pool, const Model& target, const std::vector<HiddenSample>& samples) {
   int64_t T = 0;
   for (auto& s : samples) T = std::max<int64_t>(T, int64_t(s.ids.size()));
   const int64_t B = int64_t(samples.size()), A = samples[0].aux.size() / samples[0].ids.size();
@@ -91,7 +91,7 @@ TttBatch make_batch(const Model& target, const std::vector<HiddenSample>& sample
     }
     std::memcpy(b.aux.data_ptr<float>() + i * T * A, s.aux.data(), s.aux.size() * sizeof(float));
   }
-  b.target_logits = target_logits(target, samples, T);
+  b.target_logits = target_logits(pool, target, samples, T);
   return b;
 }
 
@@ -112,6 +112,7 @@ struct Run {
   std::unique_ptr<torch::optim::AdamW> optim;
   torch::Tensor d2t_index, in_draft;
   int64_t step = 0;
+  ThreadPool* train_pool = nullptr;  // the training thread's kernels (target logits)
 };
 
 void save_checkpoint(Run& r) {
@@ -205,7 +206,7 @@ std::vector<double> evaluate(Run& r, const std::vector<HiddenSample>& eval) {
   torch::NoGradGuard ng;
   for (size_t b = 0; b < eval.size(); b += size_t(r.cfg.batch_size)) {
     std::vector<HiddenSample> chunk(eval.begin() + long(b), eval.begin() + long(std::min(eval.size(), b + size_t(r.cfg.batch_size))));
-    auto res = ttt_forward(r.module, make_batch(*r.bundle.model, chunk), r.cfg.ttt_steps, r.cfg.step_weight, r.d2t_index, r.in_draft);
+    auto res = ttt_forward(r.module, make_batch(*r.train_pool, *r.bundle.model, chunk), r.cfg.ttt_steps, r.cfg.step_weight, r.d2t_index, r.in_draft);
     for (int i = 0; i < r.cfg.ttt_steps; ++i) {
       correct[size_t(i)] += res.step_correct[size_t(i)];
       valid[size_t(i)] += res.step_valid[size_t(i)];
@@ -238,9 +239,10 @@ TrainSummary run_training(const TrainConfig& cfg, const TrainHooks& hooks) {
                "training.device '{}' needs a CUDA build of libtorch; this one is CPU-only", cfg.device);
   fs::create_directories(cfg.output_dir);
   std::ofstream(cfg.output_dir + "/config.yaml") << cfg.to_yaml();
-  ThreadPool::set_global_threads(cfg.inference_threads);
+  ThreadPool inference_pool(cfg.inference_threads);  // every target forward: regeneration, hidden states, eval
   torch::set_num_threads(cfg.train_threads);
-  Run r{cfg, load_bundle(cfg.target), {}, {}, {}, {}, nullptr, nullptr, {}, {}, 0};
+  ThreadPool train_pool(cfg.train_threads);
+  Run r{cfg, load_bundle(cfg.target), {}, {}, {}, {}, nullptr, nullptr, {}, {}, 0, &train_pool};
   Model& target = *r.bundle.model;
   const auto& tc = target.config();
   spdlog::info("target: {}", r.bundle.label());
@@ -252,7 +254,7 @@ TrainSummary run_training(const TrainConfig& cfg, const TrainHooks& hooks) {
     RegenOptions ro{cfg.data_path, cfg.regen_path(), cfg.num_samples, cfg.regen_temperature,
                     cfg.regen_max_new_tokens, cfg.regen_prefix_tokens, cfg.regen_batch,
                     cfg.regen_samples_per_prompt, cfg.seed};
-    regenerate(target, r.bundle.tokenizer, r.bundle.eos_ids, ro);
+    regenerate(inference_pool, target, r.bundle.tokenizer, r.bundle.eos_ids, ro);
     all = load_regenerated(cfg.regen_path(), cfg.max_length, tc.vocab);
   } else if (cfg.data_path.size() > 6 && cfg.data_path.compare(cfg.data_path.size() - 6, 6, ".jsonl") == 0 &&
              read_text_file(cfg.data_path).find("\"input_ids\"") != std::string::npos) {
@@ -319,9 +321,9 @@ TrainSummary run_training(const TrainConfig& cfg, const TrainHooks& hooks) {
   std::unique_ptr<HiddenSource> source =
       cfg.inference_mode == "zmq"
           ? make_zmq_source(cfg.zmq_endpoint, stream, r.aux, tc.hidden, first, total, cfg.queue_size, cfg.worker_timeout_s)
-          : make_thread_source(target, stream, r.aux, first, total, cfg.inference_workers, cfg.queue_size);
+          : make_thread_source(inference_pool, target, stream, r.aux, first, total, cfg.inference_workers, cfg.queue_size);
   std::vector<HiddenSample> eval_hidden;
-  for (auto& s : r.eval) eval_hidden.push_back(compute_hidden(target, s, r.aux));
+  for (auto& s : r.eval) eval_hidden.push_back(compute_hidden(inference_pool, target, s, r.aux));
 
   TrainSummary sum;
   Progress progress("train step", cfg.steps, r.step);
@@ -334,7 +336,7 @@ TrainSummary run_training(const TrainConfig& cfg, const TrainHooks& hooks) {
     for (auto& s : batch)
       if (!source->take(&s)) fail("hidden-state stream ended early at sample {}", r.step * cfg.batch_size);
     const auto t0 = clock_type::now();
-    TttBatch b = make_batch(target, batch);
+    TttBatch b = make_batch(train_pool, target, batch);
     for (auto& group : r.optim->param_groups()) static_cast<torch::optim::AdamWOptions&>(group.options()).lr(lr_at(cfg, r.step));
     r.optim->zero_grad();
     // bf16 compute: autocast runs the matmuls in BF16 while the weights (and AdamW) stay FP32;

@@ -218,7 +218,7 @@ std::unique_ptr<HiddenSource> make_zmq_source(const std::string& endpoint, const
   return std::make_unique<ZmqSource>(endpoint, samples, aux_layers, hidden, first, end, capacity, worker_timeout_s);
 }
 
-int64_t run_inference_worker(Model& target, const std::string& endpoint, int64_t max_samples) {
+int64_t run_inference_worker(ThreadPool& pool, Model& target, const std::string& endpoint, int64_t max_samples) {
   zmq::context_t ctx;
   zmq::socket_t sock(ctx, zmq::socket_type::dealer);
   sock.set(zmq::sockopt::linger, 1000);
@@ -253,7 +253,7 @@ int64_t run_inference_worker(Model& target, const std::string& endpoint, int64_t
     s.ids = vector_of<int>(parts[2]);
     s.loss_mask = vector_of<uint8_t>(parts[3]);
     const auto t0 = clock_type::now();
-    HiddenSample out = compute_hidden(target, s, h.at("aux_layers").get<std::vector<int>>());
+    HiddenSample out = compute_hidden(pool, target, s, h.at("aux_layers").get<std::vector<int>>());
     nlohmann::json rh = {{"index", s.index},
                          {"hidden", out.hidden},
                          {"seconds", std::chrono::duration<double>(clock_type::now() - t0).count()}};

@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include "engine/generator.h"
+#include "support/test_util.h"
 #include "speculation/metrics.h"
 
 namespace eaglet::test {
@@ -32,7 +33,7 @@ int64_t expect_greedy_equal(Model& target, const Tokenizer& tok, const std::vect
     r.prompt_ids = p;
     r.stop.max_tokens = max_tokens;
     r.stop.stop_tokens = eos;
-    plain.push_back(generate(target, tok, r));
+    plain.push_back(generate(test::pool(), target, tok, r));
   }
   int64_t accepted = 0;
   for (const std::string& shape : shapes) {
@@ -43,7 +44,7 @@ int64_t expect_greedy_equal(Model& target, const Tokenizer& tok, const std::vect
       r.prompt_ids = prompts[p];
       r.stop.max_tokens = max_tokens;
       r.stop.stop_tokens = eos;
-      const auto out = generate(target, tok, r, &setup, &m);
+      const auto out = generate(test::pool(), target, tok, r, &setup, &m);
       EXPECT_EQ(out.token_ids, plain[p].token_ids) << setup.describe() << ", prompt " << p;
       EXPECT_EQ(out.finish_reason, plain[p].finish_reason) << setup.describe() << ", prompt " << p;
     }

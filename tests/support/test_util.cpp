@@ -16,6 +16,12 @@
 
 namespace eaglet::test {
 
+ThreadPool& pool() {
+  static ThreadPool p(2);
+  return p;
+}
+
+
 std::string source_dir() { return EAGLET_SOURCE_DIR; }
 std::string eaglet_binary() { return EAGLET_BINARY; }
 

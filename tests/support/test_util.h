@@ -8,9 +8,14 @@
 #include <vector>
 
 #include "core/dtype.h"
+#include "core/thread_pool.h"
 #include "io/safetensors.h"
 
 namespace eaglet::test {
+
+// The kernel threads model-level tests run forwards on: two, so every parallel path is taken
+// (kernel tests that compare thread counts make their own pools).
+ThreadPool& pool();
 
 // Whether this build runs under AddressSanitizer or ThreadSanitizer (scripts/sanitize.sh): their
 // allocators keep freed memory in quarantine, so resident-memory bounds mean nothing there.

@@ -115,65 +115,68 @@ size_t MiniMaxModel::weight_bytes_per_token() const {
   return total;
 }
 
-void MiniMaxModel::attention(int l, KvCache& cache, const std::vector<TokenSlot>& slots, const float* xn,
+void MiniMaxModel::attention(ThreadPool& pool, Scratch& bufs, int l, KvCache& cache, const std::vector<TokenSlot>& slots, const float* xn,
                              float* out, FfnStats* stats) {
   const MiniMaxLayer& L = layers_[size_t(l)];
   const ModelConfig& b = cfg_.base;
   const int64_t T = int64_t(slots.size()), hd = b.head_dim;
   const int64_t qd = b.num_heads * hd, kvd = b.num_kv_heads * hd;
   const int64_t D = cfg_.msa.index_dim, G = cfg_.msa.index_heads;
-  std::vector<float> q(size_t(T * qd)), k(size_t(T * kvd)), v(size_t(T * kvd)), iq, ik;
-  std::vector<kernels::MatmulJob> jobs = {{xn, T, &L.q, q.data()}, {xn, T, &L.k, k.data()}, {xn, T, &L.v, v.data()}};
-  if (L.sparse) {
-    iq.resize(size_t(T * G * D));
-    ik.resize(size_t(T * D));
-    jobs.push_back({xn, T, &L.index_q, iq.data()});
-    jobs.push_back({xn, T, &L.index_k, ik.data()});
-  }
-  kernels::matmul_grouped(jobs.data(), jobs.size());
-  for (auto& j : jobs) stats->weight_bytes += j.w->nbytes();
+  float* q = bufs.q.get(T * qd);
+  float* k = bufs.k.get(T * kvd);
+  float* v = bufs.v.get(T * kvd);
+  float* iq = L.sparse ? bufs.iq.get(T * G * D) : nullptr;
+  float* ik = L.sparse ? bufs.ik.get(T * D) : nullptr;
+  const kernels::MatmulJob jobs[5] = {{xn, T, &L.q, q}, {xn, T, &L.k, k}, {xn, T, &L.v, v},
+                                      {xn, T, &L.index_q, iq}, {xn, T, &L.index_k, ik}};
+  const size_t num_jobs = L.sparse ? 5 : 3;
+  kernels::matmul_grouped(pool, jobs, num_jobs);
+  for (size_t j = 0; j < num_jobs; ++j) stats->weight_bytes += jobs[j].w->nbytes();
   const float eps = b.rms_eps;
   if (cfg_.qk_norm) {
     const bool ph = cfg_.qk_norm_per_head;
-    kernels::rmsnorm_rows(q.data(), ph ? T * b.num_heads : T, ph ? hd : qd, L.q_norm.data(), eps, q.data());
-    kernels::rmsnorm_rows(k.data(), ph ? T * b.num_kv_heads : T, ph ? hd : kvd, L.k_norm.data(), eps, k.data());
+    kernels::rmsnorm_rows(q, ph ? T * b.num_heads : T, ph ? hd : qd, L.q_norm.data(), eps, q);
+    kernels::rmsnorm_rows(k, ph ? T * b.num_kv_heads : T, ph ? hd : kvd, L.k_norm.data(), eps, k);
   }
-  apply_rope(rope_, slots, attn_shape_, q.data(), k.data());
-  store_kv(cache, l, slots, attn_shape_, k.data(), v.data());
-  std::vector<float> attn(size_t(T * qd));
+  apply_rope(rope_, slots, attn_shape_, q, k);
+  store_kv(cache, l, slots, attn_shape_, k, v);
+  float* attn = bufs.attn.get(T * qd);
   if (L.sparse) {
-    kernels::rmsnorm_rows(iq.data(), T * G, D, L.index_q_norm.data(), eps, iq.data());
-    kernels::rmsnorm_rows(ik.data(), T, D, L.index_k_norm.data(), eps, ik.data());
-    apply_rope(rope_, slots, AttentionShape{int(G), 1, int(D)}, iq.data(), ik.data());
-    store_index_keys(cache, l, slots, ik.data(), int(D));
-    msa_attention(cache, l, slots, attn_shape_, cfg_.msa, q.data(), iq.data(), attn.data(), msa_trace_);
+    kernels::rmsnorm_rows(iq, T * G, D, L.index_q_norm.data(), eps, iq);
+    kernels::rmsnorm_rows(ik, T, D, L.index_k_norm.data(), eps, ik);
+    apply_rope(rope_, slots, AttentionShape{int(G), 1, int(D)}, iq, ik);
+    store_index_keys(cache, l, slots, ik, int(D));
+    msa_attention(pool, cache, l, slots, attn_shape_, cfg_.msa, q, iq, attn, msa_trace_);
   } else {
-    paged_attention(cache, l, slots, attn_shape_, q.data(), attn.data());
+    paged_attention(pool, cache, l, slots, attn_shape_, q, attn);
   }
-  kernels::matmul(attn.data(), T, L.o, out);
+  kernels::matmul(pool, attn, T, L.o, out);
   stats->weight_bytes += L.o.nbytes();
 }
 
-void MiniMaxModel::layer_forward(int l, KvCache& cache, const std::vector<TokenSlot>& slots, float* x,
+void MiniMaxModel::layer_forward(ThreadPool& pool, Scratch& bufs, int l, KvCache& cache, const std::vector<TokenSlot>& slots, float* x,
                                  FfnStats* stats) {
   const MiniMaxLayer& L = layers_[size_t(l)];
   const int64_t T = int64_t(slots.size()), H = cfg_.base.hidden;
-  std::vector<float> xn(size_t(T * H)), tmp(size_t(T * H));
-  kernels::rmsnorm_rows(x, T, H, L.attn_norm.data(), cfg_.base.rms_eps, xn.data());
-  attention(l, cache, slots, xn.data(), tmp.data(), stats);
-  kernels::add(x, tmp.data(), T * H);
-  kernels::rmsnorm_rows(x, T, H, L.mlp_norm.data(), cfg_.base.rms_eps, xn.data());
-  if (L.moe) moe_forward(L.moe_weights, MoeRouting{cfg_.top_k, cfg_.routed_scaling}, act_, xn.data(), T, tmp.data(), stats);
-  else mlp_forward(L.mlp, act_, xn.data(), T, tmp.data(), stats);
-  kernels::add(x, tmp.data(), T * H);
+  float* xn = bufs.xn.get(T * H);
+  float* tmp = bufs.tmp.get(T * H);
+  kernels::rmsnorm_rows(x, T, H, L.attn_norm.data(), cfg_.base.rms_eps, xn);
+  attention(pool, bufs, l, cache, slots, xn, tmp, stats);
+  kernels::add(x, tmp, T * H);
+  kernels::rmsnorm_rows(x, T, H, L.mlp_norm.data(), cfg_.base.rms_eps, xn);
+  if (L.moe) moe_forward(pool, L.moe_weights, MoeRouting{cfg_.top_k, cfg_.routed_scaling}, act_, xn, T, tmp, stats);
+  else mlp_forward(pool, L.mlp, act_, xn, T, tmp, stats);
+  kernels::add(x, tmp, T * H);
 }
 
-void MiniMaxModel::forward(KvCache& cache, const ForwardBatch& batch, ForwardOutput* out) {
+void MiniMaxModel::forward(ThreadPool& pool, KvCache& cache, const ForwardBatch& batch, ForwardOutput* out) {
   FfnStats stats;
   out->weight_bytes_read = 0;
-  run_forward(*this, cache, batch,
-              [&](int l, const std::vector<TokenSlot>& slots, float* x) { layer_forward(l, cache, slots, x, &stats); },
-              out);
+  auto s = scratch_.lease();
+  run_forward(
+      pool, *this, cache, batch,
+      [&](int l, const std::vector<TokenSlot>& slots, float* x) { layer_forward(pool, *s, l, cache, slots, x, &stats); },
+      s->common, out);
   out->weight_bytes_read += stats.weight_bytes;
   out->experts_touched = stats.experts_touched;
 }

@@ -4,6 +4,7 @@
 #pragma once
 #include <memory>
 
+#include "models/batch_forward.h"
 #include "models/minimax/minimax_config.h"
 #include "models/minimax/moe.h"
 #include "models/minimax/msa.h"
@@ -27,7 +28,7 @@ class MiniMaxModel : public Model {
   const ModelConfig& config() const override { return cfg_.base; }
   const MiniMaxConfig& minimax_config() const { return cfg_; }
   KvCacheShape kv_shape(int64_t num_blocks, int block_size) const override;
-  void forward(KvCache& cache, const ForwardBatch& batch, ForwardOutput* out) override;
+  void forward(ThreadPool& pool, KvCache& cache, const ForwardBatch& batch, ForwardOutput* out) override;
   void embed(const int* tokens, int64_t n, float* out) const override;
   const kernels::WeightView& lm_head() const override { return lm_head_; }
   const kernels::WeightView& embed_view() const override { return embed_; }
@@ -43,9 +44,15 @@ class MiniMaxModel : public Model {
   void load_weights();
   MlpWeights load_mlp(const std::string& p, const char* gate, const char* up, const char* down, int64_t I);
   std::vector<float> norm_weight(const std::string& name, int64_t n);
-  void attention(int l, KvCache& cache, const std::vector<TokenSlot>& slots, const float* xn, float* out,
+  // One forward's buffers: run_forward's and one layer's attention and residual branch (reused by
+  // every layer); the MoE block keeps its per-expert batches (their sizes follow the routing).
+  struct Scratch {
+    ForwardScratch common;
+    ScratchBuffer xn, tmp, q, k, v, iq, ik, attn;
+  };
+  void attention(ThreadPool& pool, Scratch& bufs, int l, KvCache& cache, const std::vector<TokenSlot>& slots, const float* xn, float* out,
                  FfnStats* stats);
-  void layer_forward(int l, KvCache& cache, const std::vector<TokenSlot>& slots, float* x, FfnStats* stats);
+  void layer_forward(ThreadPool& pool, Scratch& bufs, int l, KvCache& cache, const std::vector<TokenSlot>& slots, float* x, FfnStats* stats);
 
   MiniMaxConfig cfg_;
   Rope rope_;
@@ -56,6 +63,7 @@ class MiniMaxModel : public Model {
   AttentionShape attn_shape_;
   GatedActivation act_;
   std::vector<MsaSelection>* msa_trace_ = nullptr;
+  ScratchPool<Scratch> scratch_;
 };
 
 // Opens `dir` and builds the model; `prefix` selects the language model inside a wrapper.

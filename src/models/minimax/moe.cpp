@@ -21,13 +21,13 @@ void GatedActivation::apply(const float* gate, const float* up, float* out, int6
   }
 }
 
-void mlp_forward(const MlpWeights& w, const GatedActivation& act, const float* x, int64_t T, float* out,
+void mlp_forward(ThreadPool& pool, const MlpWeights& w, const GatedActivation& act, const float* x, int64_t T, float* out,
                  FfnStats* stats) {
   const int64_t I = w.gate.rows;
   std::vector<float> g(size_t(T * I)), u(size_t(T * I));
-  kernels::matmul_gated(x, T, w.gate, w.up, g.data(), u.data(),
+  kernels::matmul_gated(pool, x, T, w.gate, w.up, g.data(), u.data(),
                         [&](const float* gate, const float* up, float* o, int64_t n) { act.apply(gate, up, o, n); });
-  kernels::matmul(g.data(), T, w.down, out);
+  kernels::matmul(pool, g.data(), T, w.down, out);
   if (stats) stats->weight_bytes += w.nbytes();
 }
 
@@ -58,12 +58,12 @@ std::vector<Choice> route(const MoeWeights& w, const MoeRouting& r, const float*
 
 }  // namespace
 
-void moe_forward(const MoeWeights& w, const MoeRouting& routing, const GatedActivation& act, const float* x,
+void moe_forward(ThreadPool& pool, const MoeWeights& w, const MoeRouting& routing, const GatedActivation& act, const float* x,
                  int64_t T, float* out, FfnStats* stats) {
   const int E = int(w.experts.size()), K = routing.top_k;
   const int64_t H = w.router.cols;
   std::vector<float> logits(size_t(T) * size_t(E));
-  kernels::matmul(x, T, w.router, logits.data());
+  kernels::matmul(pool, x, T, w.router, logits.data());
 
   // Route every token, then gather each expert's tokens into one contiguous batch.
   std::vector<Choice> choices(size_t(T) * size_t(K));
@@ -108,7 +108,7 @@ void moe_forward(const MoeWeights& w, const MoeRouting& routing, const GatedActi
     jobs.push_back({in, rows[i], &mlps[i]->gate, b.g.data()});
     jobs.push_back({in, rows[i], &mlps[i]->up, b.u.data()});
   }
-  kernels::matmul_grouped(jobs.data(), jobs.size());
+  kernels::matmul_grouped(pool, jobs.data(), jobs.size());
   jobs.clear();
   for (size_t i = 0; i < mlps.size(); ++i) {
     Batch& b = batches[i];
@@ -116,7 +116,7 @@ void moe_forward(const MoeWeights& w, const MoeRouting& routing, const GatedActi
     b.y.resize(size_t(rows[i] * H));
     jobs.push_back({b.g.data(), rows[i], &mlps[i]->down, b.y.data()});
   }
-  kernels::matmul_grouped(jobs.data(), jobs.size());
+  kernels::matmul_grouped(pool, jobs.data(), jobs.size());
 
   // Combine per token in routing order, so a token's output never depends on its batch.
   std::vector<int> slot_of(static_cast<size_t>(E), -1);

@@ -42,12 +42,12 @@ struct FfnStats {
 };
 
 // out [T, H] = down(act(gate(x), up(x))).
-void mlp_forward(const MlpWeights& w, const GatedActivation& act, const float* x, int64_t T, float* out,
+void mlp_forward(ThreadPool& pool, const MlpWeights& w, const GatedActivation& act, const float* x, int64_t T, float* out,
                  FfnStats* stats);
 
 // out [T, H] = routed_scaling * sum_e w_e expert_e(x) + shared(x), with s = sigmoid(router(x)),
 // experts chosen by top-k of s + bias (ties to the lower id) and w = s / sum of the chosen s.
-void moe_forward(const MoeWeights& w, const MoeRouting& routing, const GatedActivation& act, const float* x,
+void moe_forward(ThreadPool& pool, const MoeWeights& w, const MoeRouting& routing, const GatedActivation& act, const float* x,
                  int64_t T, float* out, FfnStats* stats);
 
 }  // namespace eaglet

@@ -37,7 +37,7 @@ void store_index_keys(KvCache& cache, int layer, const std::vector<TokenSlot>& s
                 size_t(index_dim) * sizeof(float));
 }
 
-void msa_attention(KvCache& cache, int layer, const std::vector<TokenSlot>& slots, const AttentionShape& s,
+void msa_attention(ThreadPool& pool, KvCache& cache, int layer, const std::vector<TokenSlot>& slots, const AttentionShape& s,
                    const MsaConfig& cfg, const float* q, const float* index_q, float* out,
                    std::vector<MsaSelection>* trace) {
   const int64_t T = int64_t(slots.size());
@@ -46,7 +46,6 @@ void msa_attention(KvCache& cache, int layer, const std::vector<TokenSlot>& slot
   const int G = cfg.index_heads, D = cfg.index_dim, bs = cfg.block_size;
   const int kv_bs = cache.shape().block_size;
   std::vector<std::vector<int>> selected(size_t(T * G));
-  ThreadPool& pool = ThreadPool::global();
   // Block scores: one pass over the prefix's index keys per (query token, index head).
   pool.parallel_for(T * G, [&](int64_t b, int64_t e, int) {
     std::vector<float> scores;

@@ -35,7 +35,7 @@ void store_index_keys(KvCache& cache, int layer, const std::vector<TokenSlot>& s
 
 // out [T, nh*hd]; q [T, nh*hd]; index_q [T, index_heads*index_dim]. K/V and index keys of the
 // batch's tokens must already be stored. Appends every selection to `trace` when given.
-void msa_attention(KvCache& cache, int layer, const std::vector<TokenSlot>& slots, const AttentionShape& s,
+void msa_attention(ThreadPool& pool, KvCache& cache, int layer, const std::vector<TokenSlot>& slots, const AttentionShape& s,
                    const MsaConfig& cfg, const float* q, const float* index_q, float* out,
                    std::vector<MsaSelection>* trace);
 

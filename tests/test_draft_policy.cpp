@@ -1,0 +1,49 @@
+// The auto draft policy's decisions that the engine-core tests do not pin down on their own.
+#include <gtest/gtest.h>
+
+#include "speculation/draft_policy.h"
+
+namespace eaglet {
+namespace {
+
+// A memory-bound target: 16 tokens cost little more than one, so drafting pays whenever the
+// draft itself is cheap.
+std::shared_ptr<const CostModel> flat_cost() {
+  return std::make_shared<const CostModel>(std::vector<std::pair<int, double>>{{1, 0.05}, {64, 0.06}});
+}
+
+// Reported draft seconds for one level, as the engine does after each drafted step.
+void draft_took(DraftPolicy& p, double seconds) {
+  std::vector<DraftTree> none;
+  std::vector<DraftPolicy::SeqState*> states;
+  p.trim(none, states, 1, seconds, 1);
+}
+
+TEST(DraftPolicy, ColdOrStalledDraftForwardDoesNotSwitchSpeculationOffForGood) {
+  DraftPolicy p(parse_draft_shape("auto", -1), flat_cost(), true);
+  ASSERT_TRUE(p.worth_drafting(1, 1));
+  // The first draft forward faults its weights in (or the VM stalls): 5 s for one level.
+  draft_took(p, 5.0);
+  EXPECT_FALSE(p.worth_drafting(1, 1));
+  // Within kProbeEvery steps one step drafts anyway; a normal draft forward then restores it.
+  int until_probe = 1;
+  while (until_probe <= 1000 && !p.worth_drafting(1, 1)) ++until_probe;
+  ASSERT_LE(until_probe, DraftPolicy::kProbeEvery);
+  draft_took(p, 0.002);
+  for (int step = 0; step < 3 * DraftPolicy::kProbeEvery; ++step) {
+    ASSERT_TRUE(p.worth_drafting(1, 1)) << "step " << step;
+    // One stall among normal forwards moves nothing.
+    draft_took(p, step == 5 ? 5.0 : 0.002);
+  }
+}
+
+TEST(DraftPolicy, ADraftSlowerThanItsGainIsSkippedExceptForProbes) {
+  DraftPolicy p(parse_draft_shape("auto", -1), flat_cost(), true);
+  for (int i = 0; i < 9; ++i) draft_took(p, 1.0);  // 20 plain steps' time per level
+  int drafted = 0;
+  for (int step = 0; step < 10 * DraftPolicy::kProbeEvery; ++step) drafted += p.worth_drafting(1, 1);
+  EXPECT_EQ(drafted, 10);
+}
+
+}  // namespace
+}  // namespace eaglet
