@@ -60,4 +60,22 @@ float f16_to_f32(f16_t h) {
   return f;
 }
 
+f16_t f32_to_f16(float f) {
+  uint32_t x;
+  std::memcpy(&x, &f, 4);
+  const uint32_t sign = (x >> 16) & 0x8000u;
+  const uint32_t a = x & 0x7fffffffu;
+  if (a > 0x7f800000u) return f16_t(sign | 0x7e00u);   // NaN
+  if (a >= 0x477ff000u) return f16_t(sign | 0x7c00u);  // at or past the midpoint above 65504
+  if (a < 0x38800000u) {  // below 2^-14: a half subnormal, round(|f| * 2^24) ulps (may reach 2^-14)
+    float v;
+    std::memcpy(&v, &a, 4);
+    return f16_t(sign | uint32_t(std::nearbyint(v * 16777216.0f)));
+  }
+  uint32_t h = (((a >> 23) - 112) << 10) | ((a & 0x7fffffu) >> 13);
+  const uint32_t rest = a & 0x1fffu;
+  if (rest > 0x1000u || (rest == 0x1000u && (h & 1u))) ++h;  // a carry moves into the exponent
+  return f16_t(sign | h);
+}
+
 }  // namespace eaglet

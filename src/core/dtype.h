@@ -33,5 +33,6 @@ inline bf16_t f32_to_bf16(float f) {
 }
 
 float f16_to_f32(f16_t h);
+f16_t f32_to_f16(float f);  // round to nearest even; overflow to infinity, NaN kept
 
 }  // namespace eaglet

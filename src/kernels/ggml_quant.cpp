@@ -1,0 +1,149 @@
+#include "kernels/ggml_quant.h"
+
+#include <cmath>
+#include <cstring>
+
+#include "core/error.h"
+
+namespace eaglet::kernels {
+
+const GgmlTypeInfo* ggml_type_info(uint32_t type) {
+  // Every id ggml defines, so an unsupported type is reported by name.
+  static const GgmlTypeInfo kTypes[] = {
+      {"F32", 1, 4, true},        {"F16", 1, 2, true},       {"Q4_0", 32, 18, true},
+      {"Q4_1", 32, 20, false},    {nullptr, 0, 0, false},    {nullptr, 0, 0, false},
+      {"Q5_0", 32, 22, false},    {"Q5_1", 32, 24, false},   {"Q8_0", 32, 34, true},
+      {"Q8_1", 32, 36, false},    {"Q2_K", 256, 84, false},  {"Q3_K", 256, 110, false},
+      {"Q4_K", 256, 144, true},   {"Q5_K", 256, 176, false}, {"Q6_K", 256, 210, true},
+      {"Q8_K", 256, 292, false},  {"IQ2_XXS", 256, 66, false}, {"IQ2_XS", 256, 74, false},
+      {"IQ3_XXS", 256, 98, false}, {"IQ1_S", 256, 50, false}, {"IQ4_NL", 32, 18, false},
+      {"IQ3_S", 256, 110, false}, {"IQ2_S", 256, 82, false}, {"IQ4_XS", 256, 136, false},
+      {"I8", 1, 1, false},        {"I16", 1, 2, false},      {"I32", 1, 4, false},
+      {"I64", 1, 8, false},       {"F64", 1, 8, false},      {"IQ1_M", 256, 56, false},
+      {"BF16", 1, 2, true},
+  };
+  if (type >= sizeof(kTypes) / sizeof(kTypes[0]) || !kTypes[type].name) return nullptr;
+  return &kTypes[type];
+}
+
+void q4k_scale_min(const uint8_t* s, int j, uint8_t* scale, uint8_t* min) {
+  // Sub-blocks 0..3 keep their 6 bits in bytes 0..7; 4..7 have their low 4 bits in bytes 8..11
+  // and their top 2 bits in the spare top bits of bytes 0..7.
+  if (j < 4) {
+    *scale = s[j] & 63;
+    *min = s[j + 4] & 63;
+  } else {
+    *scale = uint8_t((s[j + 4] & 0xF) | ((s[j - 4] >> 6) << 4));
+    *min = uint8_t((s[j + 4] >> 4) | ((s[j] >> 6) << 4));
+  }
+}
+
+namespace {
+
+void dequant_q8_0(const BlockQ8_0* b, float* y, int64_t nb) {
+  for (int64_t i = 0; i < nb; ++i, y += 32) {
+    const float d = f16_to_f32(b[i].d);
+    for (int j = 0; j < 32; ++j) y[j] = d * float(b[i].q[j]);
+  }
+}
+
+void dequant_q4_0(const BlockQ4_0* b, float* y, int64_t nb) {
+  for (int64_t i = 0; i < nb; ++i, y += 32) {
+    const float d = f16_to_f32(b[i].d);
+    for (int j = 0; j < 16; ++j) {
+      y[j] = d * float(int(b[i].q[j] & 0xF) - 8);
+      y[j + 16] = d * float(int(b[i].q[j] >> 4) - 8);
+    }
+  }
+}
+
+void dequant_q4_k(const BlockQ4_K* b, float* y, int64_t nb) {
+  for (int64_t i = 0; i < nb; ++i) {
+    const float d = f16_to_f32(b[i].d), dmin = f16_to_f32(b[i].dmin);
+    const uint8_t* q = b[i].q;
+    for (int s = 0; s < 8; s += 2, q += 32) {
+      uint8_t sc0, m0, sc1, m1;
+      q4k_scale_min(b[i].scales, s, &sc0, &m0);
+      q4k_scale_min(b[i].scales, s + 1, &sc1, &m1);
+      const float d0 = d * sc0, n0 = dmin * m0, d1 = d * sc1, n1 = dmin * m1;
+      for (int l = 0; l < 32; ++l) *y++ = d0 * float(q[l] & 0xF) - n0;
+      for (int l = 0; l < 32; ++l) *y++ = d1 * float(q[l] >> 4) - n1;
+    }
+  }
+}
+
+void dequant_q6_k(const BlockQ6_K* b, float* y, int64_t nb) {
+  for (int64_t i = 0; i < nb; ++i) {
+    const float d = f16_to_f32(b[i].d);
+    const uint8_t* ql = b[i].ql;
+    const uint8_t* qh = b[i].qh;
+    const int8_t* sc = b[i].scales;
+    // Each half of 128 weights: ql bytes 0..63 and qh bytes 0..31; weight l + 32 * r takes its
+    // low 4 bits from ql[l + 32 * (r & 1)] (low nibble for r < 2) and 2 high bits from qh[l].
+    for (int half = 0; half < 2; ++half, y += 128, ql += 64, qh += 32, sc += 8)
+      for (int l = 0; l < 32; ++l) {
+        const int s = l / 16;
+        const int q0 = ((ql[l] & 0xF) | (((qh[l] >> 0) & 3) << 4)) - 32;
+        const int q1 = ((ql[l + 32] & 0xF) | (((qh[l] >> 2) & 3) << 4)) - 32;
+        const int q2 = ((ql[l] >> 4) | (((qh[l] >> 4) & 3) << 4)) - 32;
+        const int q3 = ((ql[l + 32] >> 4) | (((qh[l] >> 6) & 3) << 4)) - 32;
+        y[l] = d * float(sc[s]) * float(q0);
+        y[l + 32] = d * float(sc[s + 2]) * float(q1);
+        y[l + 64] = d * float(sc[s + 4]) * float(q2);
+        y[l + 96] = d * float(sc[s + 6]) * float(q3);
+      }
+  }
+}
+
+}  // namespace
+
+void dequantize_row(GgmlType type, const void* src, float* dst, int64_t n) {
+  const GgmlTypeInfo* info = ggml_type_info(uint32_t(type));
+  EAGLET_CHECK(info && info->supported, "GGUF type {} cannot be decoded", uint32_t(type));
+  EAGLET_CHECK(n % info->block_weights == 0, "{} rows need a multiple of {} weights, not {}", info->name,
+               info->block_weights, n);
+  const int64_t nb = n / info->block_weights;
+  switch (type) {
+    case GgmlType::F32: std::memcpy(dst, src, size_t(n) * 4); return;
+    case GgmlType::F16:
+      for (int64_t i = 0; i < n; ++i) dst[i] = f16_to_f32(static_cast<const f16_t*>(src)[i]);
+      return;
+    case GgmlType::BF16:
+      for (int64_t i = 0; i < n; ++i) dst[i] = bf16_to_f32(static_cast<const bf16_t*>(src)[i]);
+      return;
+    case GgmlType::Q8_0: return dequant_q8_0(static_cast<const BlockQ8_0*>(src), dst, nb);
+    case GgmlType::Q4_0: return dequant_q4_0(static_cast<const BlockQ4_0*>(src), dst, nb);
+    case GgmlType::Q4_K: return dequant_q4_k(static_cast<const BlockQ4_K*>(src), dst, nb);
+    case GgmlType::Q6_K: return dequant_q6_k(static_cast<const BlockQ6_K*>(src), dst, nb);
+  }
+}
+
+void quantize_row_q8_0(const float* x, BlockQ8_0* y, int64_t n) {
+  EAGLET_CHECK(n % 32 == 0, "Q8_0 rows need a multiple of 32 weights, not {}", n);
+  for (int64_t i = 0; i < n / 32; ++i, x += 32) {
+    float amax = 0;
+    for (int j = 0; j < 32; ++j) amax = std::max(amax, std::fabs(x[j]));
+    const float d = amax / 127.0f, id = d != 0 ? 1.0f / d : 0.0f;
+    y[i].d = f32_to_f16(d);
+    for (int j = 0; j < 32; ++j) y[i].q[j] = int8_t(std::round(x[j] * id));  // halves away from zero, as ggml
+  }
+}
+
+void quantize_row_q4_0(const float* x, BlockQ4_0* y, int64_t n) {
+  EAGLET_CHECK(n % 32 == 0, "Q4_0 rows need a multiple of 32 weights, not {}", n);
+  for (int64_t i = 0; i < n / 32; ++i, x += 32) {
+    float amax = 0, max = 0;
+    for (int j = 0; j < 32; ++j)
+      if (std::fabs(x[j]) > amax) {
+        amax = std::fabs(x[j]);
+        max = x[j];
+      }
+    // The extreme value maps to -8 exactly; the other side reaches +7 (clamped).
+    const float d = max / -8.0f, id = d != 0 ? 1.0f / d : 0.0f;
+    y[i].d = f32_to_f16(d);
+    auto code = [&](float v) { return uint8_t(std::min(15, int(v * id + 8.5f))); };
+    for (int j = 0; j < 16; ++j) y[i].q[j] = uint8_t(code(x[j]) | (code(x[j + 16]) << 4));
+  }
+}
+
+}  // namespace eaglet::kernels

@@ -1,0 +1,77 @@
+// llama.cpp's GGUF tensor types: their ids, block sizes and byte layouts, decoded exactly as
+// ggml defines them (ggml-common.h / ggml-quants.c), and the round-to-nearest quantisers eaglet
+// uses to quantise safetensors weights on load. Blocks run along a row (the input dimension);
+// all scales are IEEE half precision.
+//
+//   Q8_0 (34 bytes / 32 weights):  d, int8 q[32]                      w = d * q
+//   Q4_0 (18 bytes / 32 weights):  d, q[16] nibbles                   w = d * (nibble - 8);
+//        byte j holds weight j (low nibble) and weight j + 16 (high nibble)
+//   Q4_K (144 bytes / 256 weights): d, dmin, 12 bytes of 6-bit (scale, min) pairs for eight
+//        sub-blocks of 32, q[128] nibbles; w = d * scale_s * nibble - dmin * min_s. Each 64
+//        weights share 32 bytes: sub-block 2i in the low nibbles, 2i + 1 in the high ones.
+//   Q6_K (210 bytes / 256 weights): ql[128] low 4 bits, qh[64] high 2 bits, int8 scales[16]
+//        (one per 16 weights), d; w = d * scale * (q - 32), laid out in two halves of 128.
+#pragma once
+#include <cstddef>
+#include <cstdint>
+
+#include "core/dtype.h"
+
+namespace eaglet::kernels {
+
+enum class GgmlType : uint32_t {
+  F32 = 0,
+  F16 = 1,
+  Q4_0 = 2,
+  Q8_0 = 8,
+  Q4_K = 12,
+  Q6_K = 14,
+  BF16 = 30,
+};
+
+struct GgmlTypeInfo {
+  const char* name;
+  int64_t block_weights;  // weights per block (1 for plain floats)
+  size_t block_bytes;
+  bool supported;  // whether eaglet decodes it (the others are named in errors)
+};
+// Any GGUF type id (including the ones eaglet does not decode); nullptr for ids ggml lacks.
+const GgmlTypeInfo* ggml_type_info(uint32_t type);
+
+#pragma pack(push, 1)
+struct BlockQ8_0 {
+  f16_t d;
+  int8_t q[32];
+};
+struct BlockQ4_0 {
+  f16_t d;
+  uint8_t q[16];
+};
+struct BlockQ4_K {
+  f16_t d, dmin;
+  uint8_t scales[12];
+  uint8_t q[128];
+};
+struct BlockQ6_K {
+  uint8_t ql[128];
+  uint8_t qh[64];
+  int8_t scales[16];
+  f16_t d;
+};
+#pragma pack(pop)
+static_assert(sizeof(BlockQ8_0) == 34 && sizeof(BlockQ4_0) == 18 && sizeof(BlockQ4_K) == 144 &&
+              sizeof(BlockQ6_K) == 210);
+
+// Sub-block s (0..7) of a Q4_K block: its 6-bit scale and min.
+void q4k_scale_min(const uint8_t* scales, int s, uint8_t* scale, uint8_t* min);
+
+// n weights (a multiple of the type's block) from `src` to F32.
+void dequantize_row(GgmlType type, const void* src, float* dst, int64_t n);
+
+// Round-to-nearest quantisers (n a multiple of 32), as llama-quantize's reference path does:
+// Q8_0 d = amax / 127; Q4_0 d = (the value of largest magnitude) / -8, codes clamped to 0..15.
+void quantize_row_q8_0(const float* src, BlockQ8_0* dst, int64_t n);
+void quantize_row_q4_0(const float* src, BlockQ4_0* dst, int64_t n);
+
+
+}  // namespace eaglet::kernels
