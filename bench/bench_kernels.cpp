@@ -187,3 +187,31 @@ BENCHMARK_CAPTURE(run_mxfp8, Mxfp8_avx2, Isa::Avx2)->Args({1, 1})->Args({4, 1})-
 }  // namespace
 
 BENCHMARK_MAIN();
+
+// GGUF Q8_0 / Q4_0 weights of the widened TinyLlama's MLP shape (5632 x 2048), ~550 MB of BF16
+// equivalents each: decode (M = 1) against the read probe above, and batches for verification.
+void run_ggml(benchmark::State& state, kernels::QuantScheme q) {
+  const int64_t M = state.range(0), threads = state.range(1), N = 5632, K = 2048;
+  const int64_t row = kernels::ggml_row_bytes(q, K), count = (int64_t(550) << 20) / (N * K * 2);
+  ThreadPool& pool = pool_of(threads);
+  static std::map<int, PageVector<uint8_t>> store;
+  PageVector<uint8_t>& bytes = store[int(q)];
+  if (bytes.empty()) {
+    std::mt19937 rng(1);
+    bytes.resize(size_t(N * row * count));
+    for (auto& b : bytes) b = uint8_t(rng());
+    // Sane half-precision scales (0.01) at the head of every block.
+    const size_t block = q == kernels::QuantScheme::Q8_0 ? 34 : 18;
+    for (size_t i = 0; i < bytes.size(); i += block) bytes[i] = 0x1f, bytes[i + 1] = 0x21;
+  }
+  std::vector<float> x(size_t(M * K), 0.5f), y(size_t(M * N));
+  int64_t i = 0;
+  for (auto _ : state) {
+    const kernels::WeightView v{DType::U8, bytes.data() + (i++ % count) * N * row, N, K, q};
+    kernels::matmul(pool, x.data(), M, v, y.data());
+    benchmark::DoNotOptimize(y.data());
+  }
+  state.SetBytesProcessed(int64_t(state.iterations()) * N * row);
+}
+BENCHMARK_CAPTURE(run_ggml, Q8_0, kernels::QuantScheme::Q8_0)->Apply(args);
+BENCHMARK_CAPTURE(run_ggml, Q4_0, kernels::QuantScheme::Q4_0)->Apply(args);

@@ -61,7 +61,7 @@ double prefill_rate(ThreadPool& pool, ModelBundle& b, const std::vector<std::vec
 
 void run_bench(BenchOptions o) {
   apply_common_options(o.common);
-  ModelBundle b = load_bundle(o.common.model_dir);
+  ModelBundle b = load_target(o.common);
   SpecSetup spec(o.spec, *b.model);
   std::vector<std::string> texts = o.dataset.empty() ? kDefaultPrompts : load_prompts(o.dataset, o.num_prompts);
   if (int(texts.size()) > o.num_prompts) texts.resize(size_t(o.num_prompts));

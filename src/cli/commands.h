@@ -5,6 +5,7 @@
 #include <memory>
 
 #include "core/thread_pool.h"
+#include "engine/model_bundle.h"
 #include "speculation/spec_setup.h"
 
 namespace eaglet::cli {
@@ -23,8 +24,11 @@ struct CommonOptions {
   std::string model_dir;
   int threads = 0;  // 0 = cores available to the process
   bool no_mmap = false;
+  std::string quantize;  // --quantize q8_0 | q4_0
 };
 void add_common_options(CLI::App* cmd, CommonOptions* o);
+// The target of -m (the built-in model without it), quantised when --quantize says so.
+ModelBundle load_target(const CommonOptions& o);
 // --draft, -k/--num-speculative-tokens, --spec-method, --aux-numbering
 void add_spec_options(CLI::App* cmd, SpecOptions* o);
 // Applies --no-mmap and logs the kernels in use.

@@ -77,7 +77,7 @@ void run_demo(const DemoOptions& o) {
 
   // Unseen prompts: the first tokens of the held-out texts.
   const auto pool = make_thread_pool(o.common.threads);
-  ModelBundle b = load_bundle(o.common.model_dir);
+  ModelBundle b = load_target(o.common);
   auto texts = load_prompts(data, o.num_samples);
   std::vector<std::vector<int>> prompts;
   for (size_t i = texts.size() - size_t(o.eval_prompts); i < texts.size(); ++i) {

@@ -28,7 +28,7 @@ struct GenerateOptions {
 void run_generate(const GenerateOptions& o) {
   apply_common_options(o.common);
   const auto pool = make_thread_pool(o.common.threads);
-  ModelBundle b = load_bundle(o.common.model_dir);
+  ModelBundle b = load_target(o.common);
   spdlog::info("model: {}", b.label());
   SpecSetup spec(o.spec, *b.model);
   spdlog::info("speculation: {}", spec.describe());

@@ -32,7 +32,7 @@ void run_serve(ServeOptions o) {
   if (o.server.api_key.empty())
     if (const char* k = std::getenv("EAGLET_API_KEY")) o.server.api_key = k;
   o.sched.kv_cache_bytes = int64_t(o.kv_cache_gib * double(1 << 30));
-  ModelBundle b = load_bundle(o.common.model_dir);
+  ModelBundle b = load_target(o.common);
   spdlog::info("model: {}", b.label());
   SpecSetup spec(o.spec, *b.model);
   spdlog::info("speculation: {}", spec.describe());

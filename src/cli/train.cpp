@@ -67,7 +67,7 @@ void add_regen(CLI::App& app) {
   cmd->callback([o] {
     apply_common_options(o->common);
     const auto pool = make_thread_pool(o->common.threads);
-    ModelBundle b = load_bundle(o->common.model_dir);
+    ModelBundle b = load_target(o->common);
     const int64_t n = regenerate(*pool, *b.model, b.tokenizer, b.eos_ids, o->regen);
     std::printf("%lld samples in %s\n", (long long)n, o->regen.output.c_str());
   });
@@ -83,7 +83,7 @@ void add_infer_worker(CLI::App& app) {
   cmd->callback([o] {
     apply_common_options(o->common);
     const auto pool = make_thread_pool(o->common.threads);
-    ModelBundle b = load_bundle(o->common.model_dir);
+    ModelBundle b = load_target(o->common);
     spdlog::info("infer-worker: {} -> {}", b.label(), o->endpoint);
     const int64_t n = run_inference_worker(*pool, *b.model, o->endpoint, o->exit_after);
     spdlog::info("infer-worker: done after {} samples", n);

@@ -17,7 +17,7 @@ std::string ModelBundle::label() const {
   return name + " (" + c.architecture + ", " + c.dtype_name + ")";
 }
 
-ModelBundle load_bundle(const std::string& dir) {
+ModelBundle load_bundle(const std::string& dir, kernels::QuantScheme quantize) {
   ModelBundle b;
   if (dir.empty()) {
     b.model = make_builtin_model();
@@ -26,6 +26,7 @@ ModelBundle load_bundle(const std::string& dir) {
     b.model = load_model(dir);
     b.tokenizer = Tokenizer::from_dir(dir);
   }
+  b.model->quantize_weights(quantize);
   const int V = b.model->config().vocab;
   // A token the tokenizer can produce but the model has no embedding row for would be read past
   // the embedding table. (Models often have more rows than tokens; never fewer.)

@@ -17,6 +17,7 @@ struct ModelBundle {
 };
 
 // Loads a model directory; an empty `dir` gives the built-in random model (and says so in label()).
-ModelBundle load_bundle(const std::string& dir);
+// `quantize` re-stores the layers' matrices as GGUF blocks (Model::quantize_weights).
+ModelBundle load_bundle(const std::string& dir, kernels::QuantScheme quantize = kernels::QuantScheme::None);
 
 }  // namespace eaglet

@@ -4,6 +4,7 @@
 
 #include "core/error.h"
 #include "core/thread_pool.h"
+#include "kernels/ggml_quant.h"
 #include "kernels/isa_table.h"
 #include "kernels/ops.h"
 
@@ -24,8 +25,8 @@ const IsaTable& active_table() { return table_for(active_isa()); }
 namespace {
 
 // One matmul ready to run on any range of output columns: activations already rounded to BF16
-// when the weights are BF16 and the CPU multiplies BF16 pairs. `same_x`, a matmul prepared
-// earlier on the same activations, lends its rounded copy.
+// when the weights are BF16 and the CPU multiplies BF16 pairs, or quantised per block for GGUF
+// block weights. `same_x`, a matmul prepared earlier on the same activations, lends its copy.
 class PreparedMatmul {
  public:
   PreparedMatmul(const IsaTable& t, const float* x, int64_t M, const WeightView& w, float* y,
@@ -41,6 +42,16 @@ class PreparedMatmul {
         xb_data_ = xb_.data();
       }
     }
+    if (is_ggml_blocks(w.quant)) {
+      EAGLET_CHECK(w.cols % 32 == 0, "GGUF block matmul needs K ({}) a multiple of 32", w.cols);
+      if (same_x && is_ggml_blocks(same_x->w_.quant) && same_x->x_ == x && same_x->M_ == M && same_x->w_.cols == w.cols) {
+        xq_data_ = same_x->xq_data_;
+      } else {
+        xq_.resize(size_t(M * w.cols / 32));
+        quantize_activations(x, M, w.cols, xq_.data());
+        xq_data_ = xq_.data();
+      }
+    }
     if (w.dtype == DType::F8_E4M3)
       EAGLET_CHECK(w.quant != QuantScheme::None && w.cols % kMxGroup == 0,
                    "FP8 matmul needs block scales and K ({}) a multiple of {}", w.cols, kMxGroup);
@@ -48,7 +59,11 @@ class PreparedMatmul {
 
   void run(int64_t n0, int64_t n1, const float* bias) const {
     const int64_t K = w_.cols, N = w_.rows;
-    switch (w_.dtype) {
+    const MatmulGgmlFn blocks = w_.quant == QuantScheme::Q8_0   ? t_.matmul_q8_0
+                                : w_.quant == QuantScheme::Q4_0 ? t_.matmul_q4_0
+                                                                : nullptr;
+    if (blocks) blocks(xq_data_, M_, K, w_.data, n0, n1, y_, N);
+    else switch (w_.dtype) {
       case DType::F32: t_.matmul_f32(x_, M_, K, static_cast<const float*>(w_.data), n0, n1, y_, N); break;
       case DType::BF16:
         if (bf16_dot_) t_.matmul_bf16_bf16(xb_data_, M_, K, static_cast<const bf16_t*>(w_.data), n0, n1, y_, N);
@@ -73,6 +88,8 @@ class PreparedMatmul {
   bool bf16_dot_ = false;
   std::vector<bf16_t> xb_;
   const bf16_t* xb_data_ = nullptr;
+  std::vector<ActBlockQ8> xq_;
+  const ActBlockQ8* xq_data_ = nullptr;
 };
 
 constexpr int64_t kRowGrain = 16;

@@ -118,6 +118,16 @@ void dequantize_row(GgmlType type, const void* src, float* dst, int64_t n) {
   }
 }
 
+void quantize_activations(const float* x, int64_t M, int64_t K, ActBlockQ8* out) {
+  for (int64_t b = 0; b < M * K / 32; ++b, x += 32) {
+    float amax = 0;
+    for (int j = 0; j < 32; ++j) amax = std::max(amax, std::fabs(x[j]));
+    const float d = amax / 127.0f, id = d != 0 ? 127.0f / amax : 0.0f;
+    out[b].d = d;
+    for (int j = 0; j < 32; ++j) out[b].q[j] = int8_t(std::nearbyint(x[j] * id));
+  }
+}
+
 void quantize_row_q8_0(const float* x, BlockQ8_0* y, int64_t n) {
   EAGLET_CHECK(n % 32 == 0, "Q8_0 rows need a multiple of 32 weights, not {}", n);
   for (int64_t i = 0; i < n / 32; ++i, x += 32) {

@@ -68,6 +68,16 @@ void q4k_scale_min(const uint8_t* scales, int s, uint8_t* scale, uint8_t* min);
 // n weights (a multiple of the type's block) from `src` to F32.
 void dequantize_row(GgmlType type, const void* src, float* dst, int64_t n);
 
+// Activations for the integer dot products against Q8_0 / Q4_0 weights: each row cut into
+// blocks of 32 with an F32 scale (finer than ggml's F16 one), codes -127..127. Quantised per row
+// and block alone, so a row's codes never depend on the batch it came with.
+struct ActBlockQ8 {
+  float d;
+  int8_t q[32];
+};
+// x [M, K] (K a multiple of 32) to M * K / 32 blocks.
+void quantize_activations(const float* x, int64_t M, int64_t K, ActBlockQ8* out);
+
 // Round-to-nearest quantisers (n a multiple of 32), as llama-quantize's reference path does:
 // Q8_0 d = amax / 127; Q4_0 d = (the value of largest magnitude) / -8, codes clamped to 0..15.
 void quantize_row_q8_0(const float* src, BlockQ8_0* dst, int64_t n);

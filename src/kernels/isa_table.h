@@ -21,6 +21,12 @@ using MatmulBf16xBf16Fn = void (*)(const bf16_t* x, int64_t M, int64_t K, const 
 using MatmulFp8Fn = void (*)(const float* x, int64_t M, int64_t K, const uint8_t* w,
                              const Fp8Scales& scales, int64_t n0, int64_t n1, float* y, int64_t ldy);
 
+// GGUF Q8_0 / Q4_0 weights (`w`: N rows of K/32 blocks) against activations quantised per block
+// (kernels/ggml_quant.h): integer dot products per block, scaled and summed in F32.
+struct ActBlockQ8;
+using MatmulGgmlFn = void (*)(const ActBlockQ8* x, int64_t M, int64_t K, const void* w, int64_t n0, int64_t n1,
+                              float* y, int64_t ldy);
+
 struct IsaTable {
   Isa isa;
   MatmulF32Fn matmul_f32;
@@ -36,7 +42,17 @@ struct IsaTable {
   void (*dot_rows)(const float* q, const float* rows, int64_t stride, int64_t n, int64_t dim, float scale,
                    float* out);
   void (*axpy_rows)(const float* w, const float* rows, int64_t stride, int64_t n, int64_t dim, float* out);
+  MatmulGgmlFn matmul_q8_0;
+  MatmulGgmlFn matmul_q4_0;
 };
+
+// The AVX2 GGUF-block matmuls, which the AVX-512 tables share (kernels/matmul_ggml_avx2.cpp).
+namespace avx2 {
+void matmul_q8_0(const ActBlockQ8* x, int64_t M, int64_t K, const void* w, int64_t n0, int64_t n1, float* y,
+                 int64_t ldy);
+void matmul_q4_0(const ActBlockQ8* x, int64_t M, int64_t K, const void* w, int64_t n0, int64_t n1, float* y,
+                 int64_t ldy);
+}  // namespace avx2
 
 const IsaTable& scalar_table();
 const IsaTable& avx2_table();

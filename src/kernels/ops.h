@@ -21,7 +21,7 @@ namespace eaglet::kernels {
 
 // A row-major weight matrix [rows = out features, cols = in features].
 struct WeightView {
-  DType dtype = DType::F32;  // F32, BF16, or F8_E4M3 with `quant` and `scales`
+  DType dtype = DType::F32;  // F32, BF16, F8_E4M3 with `quant` and `scales`, or U8 GGUF blocks
   const void* data = nullptr;
   int64_t rows = 0, cols = 0;
   QuantScheme quant = QuantScheme::None;
@@ -29,7 +29,10 @@ struct WeightView {
   size_t scale_bytes = 0;
 
   // Bytes a full pass over the matrix reads (scales included).
-  size_t nbytes() const { return size_t(rows) * size_t(cols) * dtype_size(dtype) + scale_bytes; }
+  size_t nbytes() const {
+    if (is_ggml_blocks(quant)) return size_t(rows) * size_t(ggml_row_bytes(quant, cols));
+    return size_t(rows) * size_t(cols) * dtype_size(dtype) + scale_bytes;
+  }
   Fp8Scales fp8_scales() const { return Fp8Scales{quant, scales, cols}; }
 };
 

@@ -18,7 +18,13 @@ enum class QuantScheme : uint8_t {
   None,        // dtype F32/BF16
   Fp8Block128, // F8_E4M3 + F32 scales [ceil(N/128), ceil(K/128)]
   Mxfp8,       // F8_E4M3 + U8 E8M0 scales [N, K/32]
+  Q8_0,        // dtype U8: GGUF Q8_0 blocks, K/32 per row (kernels/ggml_quant.h)
+  Q4_0,        // dtype U8: GGUF Q4_0 blocks, K/32 per row
 };
+
+// Bytes of one row of K weights stored as GGUF blocks (Q8_0, Q4_0).
+inline int64_t ggml_row_bytes(QuantScheme q, int64_t K) { return (K / 32) * (q == QuantScheme::Q8_0 ? 34 : 18); }
+inline bool is_ggml_blocks(QuantScheme q) { return q == QuantScheme::Q8_0 || q == QuantScheme::Q4_0; }
 
 inline constexpr int kMxGroup = 32;    // inputs per MXFP8 scale
 inline constexpr int kFp8Block = 128;  // rows and columns per FP8 block scale

@@ -1,9 +1,12 @@
 #include "models/decoder.h"
 
+#include <spdlog/spdlog.h>
+
 #include <algorithm>
 #include <cstring>
 
 #include "core/error.h"
+#include "core/thread_pool.h"
 
 namespace eaglet {
 
@@ -80,6 +83,22 @@ size_t DecoderModel::weight_bytes_per_token() const {
     total += L.q.nbytes() + L.k.nbytes() + L.v.nbytes() + L.o.nbytes() + L.gate.nbytes() +
              L.up.nbytes() + L.down.nbytes();
   return total;
+}
+
+void DecoderModel::quantize_weights(kernels::QuantScheme scheme) {
+  if (scheme == kernels::QuantScheme::None) return;
+  ThreadPool pool(0);  // loading: every core
+  // A matrix whose rows are not whole 32-weight blocks stays as loaded (as llama-quantize falls
+  // back to another type for such tensors).
+  int kept = 0;
+  for (auto& L : layers_)
+    for (kernels::WeightView* w : {&L.q, &L.k, &L.v, &L.o, &L.gate, &L.up, &L.down}) {
+      if (w->cols % 32 == 0) *w = weights_.quantized(*w, scheme, pool);
+      else ++kept;
+    }
+  const char* name = scheme == kernels::QuantScheme::Q8_0 ? "Q8_0" : "Q4_0";
+  if (kept) spdlog::warn("--quantize: {} matrices have rows that are not whole 32-weight blocks and stay {}", kept, cfg_.dtype_name);
+  cfg_.dtype_name = kept ? cfg_.dtype_name + "+" + name : name;
 }
 
 void DecoderModel::layer_forward(ThreadPool& pool, Scratch& act, int l, KvCache& cache,

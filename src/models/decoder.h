@@ -42,6 +42,7 @@ class DecoderModel : public Model {
   const kernels::WeightView& embed_view() const override { return embed_; }
   void final_norm(const float* x, int64_t rows, float* out) const override;
   size_t weight_bytes_per_token() const override;
+  void quantize_weights(kernels::QuantScheme scheme) override;
 
  private:
   void load_weights();

@@ -74,7 +74,14 @@ class Model {
   virtual bool supports_token_trees() const { return true; }
   // Bytes of weights one decode step reads (for bandwidth figures).
   virtual size_t weight_bytes_per_token() const = 0;
+  // Re-stores the decoder layers' projection matrices as GGUF blocks (Q8_0 or Q4_0, round to
+  // nearest; embeddings and lm_head stay as loaded), so a safetensors model runs quantised with
+  // no conversion step. Throws for architectures that do not support it.
+  virtual void quantize_weights(kernels::QuantScheme scheme);
 };
+
+// `--quantize`: "" / "none", "q8_0", "q4_0" (throws naming the option for anything else).
+kernels::QuantScheme parse_quantize_option(const std::string& s);
 
 // The Hugging Face fields every decoder config shares (hidden_size, num_attention_heads, head_dim,
 // vocab_size, rms_norm_eps, special ids, ...), checked for consistency.

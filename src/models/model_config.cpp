@@ -40,4 +40,16 @@ ModelConfig parse_model_config(const JsonConfig& cfg, const std::string& dir) {
   return c;
 }
 
+void Model::quantize_weights(kernels::QuantScheme scheme) {
+  if (scheme != kernels::QuantScheme::None)
+    fail("--quantize: {} models cannot be quantised on load (Llama, Qwen2 and Qwen3 can)", config().architecture);
+}
+
+kernels::QuantScheme parse_quantize_option(const std::string& s) {
+  if (s.empty() || s == "none") return kernels::QuantScheme::None;
+  if (s == "q8_0") return kernels::QuantScheme::Q8_0;
+  if (s == "q4_0") return kernels::QuantScheme::Q4_0;
+  fail("--quantize '{}': expected q8_0, q4_0 or none", s);
+}
+
 }  // namespace eaglet

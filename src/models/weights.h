@@ -25,6 +25,9 @@ class WeightStore {
   std::vector<float> vector(const std::string& name, int64_t n);
   // Adopts an owned buffer (built-in model, converted tensors) and returns a view of it.
   kernels::WeightView own(std::vector<float> data, int64_t rows, int64_t cols);
+  // `w` re-stored as GGUF blocks of `scheme` (Q8_0 / Q4_0; w.cols a multiple of 32), rows split
+  // over `pool`.
+  kernels::WeightView quantized(const kernels::WeightView& w, kernels::QuantScheme scheme, ThreadPool& pool);
 
  private:
   kernels::WeightView fp8_matrix(const TensorInfo& t, int64_t rows, int64_t cols);
@@ -32,6 +35,7 @@ class WeightStore {
   std::shared_ptr<Checkpoint> ckpt_;
   kernels::QuantScheme fp8_scheme_ = kernels::QuantScheme::None;
   std::deque<std::vector<float>> owned_;
+  std::deque<std::vector<uint8_t>> owned_bytes_;
 };
 
 }  // namespace eaglet
