@@ -14,6 +14,17 @@
 namespace eaglet::kernels::avx2 {
 namespace {
 
+inline __m256i load32(const int8_t* p) { return _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)); }
+
+// Sum of 16-bit pair sums as 8 float lanes (each an exact integer).
+inline __m256 widen(__m256i pairs) { return _mm256_cvtepi32_ps(_mm256_madd_epi16(pairs, _mm256_set1_epi16(1))); }
+
+// vpmaddubsw multiplies unsigned by signed bytes: |w| (computed once per block for all rows)
+// times x with w's sign moved onto it. |w| <= 128 and |x| <= 127, so a pair sum stays below 2^15.
+inline __m256 signed_dot(__m256i w, __m256i abs_w, const ActBlockQ8& a) {
+  return widen(_mm256_maddubs_epi16(abs_w, _mm256_sign_epi8(load32(a.q), w)));
+}
+
 struct Q8Weights {
   using Block = BlockQ8_0;
   static __m256i codes(const Block& b) { return _mm256_loadu_si256(reinterpret_cast<const __m256i*>(b.q)); }
@@ -24,19 +35,10 @@ struct Q4Weights {
   // Byte j: weight j in the low nibble, weight j + 16 in the high one; codes are nibble - 8.
   static __m256i codes(const Block& b) {
     const __m128i packed = _mm_loadu_si128(reinterpret_cast<const __m128i*>(b.q));
-    const __m256i both = _mm256_set_m128i(_mm_srli_epi16(packed, 4), packed);
-    return _mm256_sub_epi8(_mm256_and_si256(both, _mm256_set1_epi8(0x0F)), _mm256_set1_epi8(8));
+    const __m256i both = _mm256_and_si256(_mm256_set_m128i(_mm_srli_epi16(packed, 4), packed), _mm256_set1_epi8(0x0F));
+    return _mm256_sub_epi8(both, _mm256_set1_epi8(8));
   }
 };
-
-// Sum over 32 int8 pairs, as 8 float lanes (each an exact integer).
-inline __m256 dot_block(__m256i w, const int8_t* a) {
-  const __m256i x = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(a));
-  // vpmaddubsw multiplies unsigned by signed bytes: move w's sign onto x. |w| <= 128 and
-  // |x| <= 127, so a pair sum stays below 2^15.
-  const __m256i pairs = _mm256_maddubs_epi16(_mm256_sign_epi8(w, w), _mm256_sign_epi8(x, w));
-  return _mm256_cvtepi32_ps(_mm256_madd_epi16(pairs, _mm256_set1_epi16(1)));
-}
 
 inline float hsum(__m256 v) {
   __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
@@ -45,20 +47,23 @@ inline float hsum(__m256 v) {
   return _mm_cvtss_f32(s);
 }
 
+// Rows m..m+R-1 of output column n. Even and odd blocks go to two accumulators so consecutive
+// FMAs do not wait on each other (one chain would cost the FMA latency per block).
 template <class W, int R>
 inline void rows_tile(const ActBlockQ8* x, int64_t m, int64_t nb, const typename W::Block* wr, float* y,
                       int64_t ldy, int64_t n) {
-  __m256 acc[R];
-  for (int r = 0; r < R; ++r) acc[r] = _mm256_setzero_ps();
+  __m256 acc[R][2];
+  for (int r = 0; r < R; ++r) acc[r][0] = acc[r][1] = _mm256_setzero_ps();
   for (int64_t b = 0; b < nb; ++b) {
     const __m256i w = W::codes(wr[b]);
+    const __m256i abs_w = _mm256_sign_epi8(w, w);
     const float dw = _cvtsh_ss(wr[b].d);
     for (int r = 0; r < R; ++r) {
       const ActBlockQ8& a = x[(m + r) * nb + b];
-      acc[r] = _mm256_fmadd_ps(_mm256_set1_ps(dw * a.d), dot_block(w, a.q), acc[r]);
+      acc[r][b & 1] = _mm256_fmadd_ps(_mm256_set1_ps(dw * a.d), signed_dot(w, abs_w, a), acc[r][b & 1]);
     }
   }
-  for (int r = 0; r < R; ++r) y[(m + r) * ldy + n] = hsum(acc[r]);
+  for (int r = 0; r < R; ++r) y[(m + r) * ldy + n] = hsum(_mm256_add_ps(acc[r][0], acc[r][1]));
 }
 
 template <class W>
