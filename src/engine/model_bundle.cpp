@@ -24,7 +24,7 @@ ModelBundle load_bundle(const std::string& dir, kernels::QuantScheme quantize) {
     b.builtin = true;
   } else {
     b.model = load_model(dir);
-    b.tokenizer = Tokenizer::from_dir(dir);
+    b.tokenizer = is_gguf_path(dir) ? Tokenizer::from_gguf(dir) : Tokenizer::from_dir(dir);
   }
   b.model->quantize_weights(quantize);
   const int V = b.model->config().vocab;

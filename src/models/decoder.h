@@ -70,6 +70,8 @@ class DecoderModel : public Model {
 namespace eaglet {
 // Parses config.json, opens the checkpoint and builds the decoder; `opts` carries the
 // architecture's switches (tie_embeddings is read from the config here).
+// A llama / qwen2 / qwen3 model from a llama.cpp GGUF file (models/gguf_decoder.cpp).
+std::unique_ptr<Model> load_gguf_model(const std::string& path);
 std::unique_ptr<Model> load_decoder(const std::string& dir, const JsonConfig& cfg,
                                     const std::string& architecture, DecoderOptions opts);
 }  // namespace eaglet

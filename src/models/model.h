@@ -90,8 +90,10 @@ ModelConfig parse_model_config(const JsonConfig& cfg, const std::string& dir);
 // rms_norm_eps (default 1e-6), which must lie in (0, 1).
 float parse_rms_norm_eps(const JsonConfig& cfg);
 
-// Loads `dir` (config.json + safetensors) with the architecture its config names.
+// Loads `dir` (config.json + safetensors) with the architecture its config names, or a
+// llama.cpp `.gguf` file (llama, qwen2, qwen3).
 std::unique_ptr<Model> load_model(const std::string& dir);
+bool is_gguf_path(const std::string& path);
 // A small Llama with seeded random weights, so every command works without a checkpoint.
 std::unique_ptr<Model> make_builtin_model(uint64_t seed = 1234);
 std::vector<std::string> registered_architectures();

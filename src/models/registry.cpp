@@ -2,6 +2,7 @@
 
 #include "core/error.h"
 #include "io/mapped_file.h"
+#include "models/decoder.h"
 
 namespace eaglet {
 
@@ -35,7 +36,15 @@ std::vector<std::string> ModelRegistry::names() const {
 
 std::vector<std::string> registered_architectures() { return ModelRegistry::instance().names(); }
 
+bool is_gguf_path(const std::string& path) {
+  return path.size() > 5 && path.compare(path.size() - 5, 5, ".gguf") == 0;
+}
+
 std::unique_ptr<Model> load_model(const std::string& dir) {
+  if (is_gguf_path(dir)) {
+    if (!file_exists(dir)) fail("{}: model file not found", dir);
+    return load_gguf_model(dir);
+  }
   const std::string path = dir + "/config.json";
   if (!file_exists(dir)) fail("{}: model directory not found", dir);
   JsonConfig cfg = JsonConfig::load(path);

@@ -73,8 +73,12 @@ kernels::WeightView WeightStore::quantized(const kernels::WeightView& w, kernels
       else quantize_row_q4_0(row.data(), reinterpret_cast<BlockQ4_0*>(out), w.cols);
     }
   }, 16);
+  return WeightView{DType::U8, own_bytes(std::move(bytes)), w.rows, w.cols, scheme};
+}
+
+const uint8_t* WeightStore::own_bytes(std::vector<uint8_t> bytes) {
   owned_bytes_.push_back(std::move(bytes));
-  return WeightView{DType::U8, owned_bytes_.back().data(), w.rows, w.cols, scheme};
+  return owned_bytes_.back().data();
 }
 
 }  // namespace eaglet

@@ -25,6 +25,10 @@ class WeightStore {
   std::vector<float> vector(const std::string& name, int64_t n);
   // Adopts an owned buffer (built-in model, converted tensors) and returns a view of it.
   kernels::WeightView own(std::vector<float> data, int64_t rows, int64_t cols);
+  // Adopts raw bytes (re-ordered or converted tensors) and returns where they live.
+  const uint8_t* own_bytes(std::vector<uint8_t> bytes);
+  // Keeps `owner` (e.g. the mapped GGUF file the views point into) alive as long as the store.
+  void hold(std::shared_ptr<const void> owner) { held_.push_back(std::move(owner)); }
   // `w` re-stored as GGUF blocks of `scheme` (Q8_0 / Q4_0; w.cols a multiple of 32), rows split
   // over `pool`.
   kernels::WeightView quantized(const kernels::WeightView& w, kernels::QuantScheme scheme, ThreadPool& pool);
@@ -36,6 +40,7 @@ class WeightStore {
   kernels::QuantScheme fp8_scheme_ = kernels::QuantScheme::None;
   std::deque<std::vector<float>> owned_;
   std::deque<std::vector<uint8_t>> owned_bytes_;
+  std::vector<std::shared_ptr<const void>> held_;
 };
 
 }  // namespace eaglet
