@@ -64,19 +64,6 @@ TEST_P(GgufModel, LoadsAsTheSameModelInF32Q8_0AndQ4_0) {
 INSTANTIATE_TEST_SUITE_P(Architectures, GgufModel,
                          ::testing::Values("LlamaForCausalLM", "Qwen2ForCausalLM", "Qwen3ForCausalLM"));
 
-std::string error_of(const std::function<void()>& f) {
-  try {
-    f();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "(no error)";
-}
-
-void expect_mentions(const std::string& msg, std::initializer_list<std::string> parts) {
-  for (const auto& p : parts) EXPECT_NE(msg.find(p), std::string::npos) << "'" << p << "' not in: " << msg;
-}
-
 TEST(GgufModelErrors, BadFilesAreNamed) {
   test::TempDir d;
   test::write_tiny_model(d.file("hf"), spec_for("LlamaForCausalLM"));
@@ -87,25 +74,25 @@ TEST(GgufModelErrors, BadFilesAreNamed) {
 
   const std::string cut = d.file("cut.gguf");
   test::write_text(cut, bytes.substr(0, bytes.size() - 100));
-  expect_mentions(error_of([&] { load_model(cut); }), {cut, "blk.2.ffn_norm.weight", "past the end"});
+  test::expect_mentions(test::error_of([&] { load_model(cut); }), {cut, "blk.2.ffn_norm.weight", "past the end"});
 
   const std::string t = d.file("t.gguf");
   auto vec = [](int64_t n) { return std::string(size_t(n) * 4, '\0'); };
   test::write_gguf(t, {{"general.architecture", "mamba"}}, {{"x", kernels::GgmlType::F32, {4}, vec(4)}});
-  expect_mentions(error_of([&] { load_model(t); }), {t, "mamba", "llama"});
+  test::expect_mentions(test::error_of([&] { load_model(t); }), {t, "mamba", "llama"});
   test::write_gguf(t, {{"general.architecture", "llama"}}, {{"token_embd.weight", kernels::GgmlType::F32, {8, 4}, vec(32)}});
-  expect_mentions(error_of([&] { load_model(t); }), {t, "llama.embedding_length", "missing"});
+  test::expect_mentions(test::error_of([&] { load_model(t); }), {t, "llama.embedding_length", "missing"});
   test::write_gguf(t, {}, {{"w", kernels::GgmlType(13), {256}, std::string(176, '\0')}});  // Q5_K
   const GgufFile q5(t);
   EXPECT_EQ(q5.tensors()[0].nbytes, 176u);
   test::write_gguf(t, {}, {{"w", kernels::GgmlType::Q8_0, {40}, std::string(68, '\0')}});
-  expect_mentions(error_of([&] { GgufFile f(t); }), {t, "'w'", "Q8_0", "40", "32"});
+  test::expect_mentions(test::error_of([&] { GgufFile f(t); }), {t, "'w'", "Q8_0", "40", "32"});
   test::write_gguf(t, {}, {{"w", kernels::GgmlType(99), {4}, vec(4)}});
-  expect_mentions(error_of([&] { GgufFile f(t); }), {t, "'w'", "unknown GGUF type 99"});
+  test::expect_mentions(test::error_of([&] { GgufFile f(t); }), {t, "'w'", "unknown GGUF type 99"});
   test::write_gguf(t, {{"general.alignment", 24}}, {{"w", kernels::GgmlType::F32, {4}, vec(4)}});
-  expect_mentions(error_of([&] { GgufFile f(t); }), {t, "general.alignment", "power of two"});
+  test::expect_mentions(test::error_of([&] { GgufFile f(t); }), {t, "general.alignment", "power of two"});
   test::write_gguf(t, {}, {{"w", kernels::GgmlType::F32, {4}, vec(4)}, {"w", kernels::GgmlType::F32, {4}, vec(4)}});
-  expect_mentions(error_of([&] { GgufFile f(t); }), {t, "'w'", "twice"});
+  test::expect_mentions(test::error_of([&] { GgufFile f(t); }), {t, "'w'", "twice"});
 }
 
 TEST(GgufModelErrors, UnsupportedTypesAndWrongShapesNameTheTensor) {
@@ -129,9 +116,9 @@ TEST(GgufModelErrors, UnsupportedTypesAndWrongShapesNameTheTensor) {
     t.type = kernels::GgmlType(6);
     t.bytes.resize(size_t(t.dims[0] / 32 * t.dims[1]) * 22);
   });
-  expect_mentions(error_of([&] { load_model(bad); }), {bad, "blk.1.ffn_up.weight", "Q5_0", "Q4_K"});
+  test::expect_mentions(test::error_of([&] { load_model(bad); }), {bad, "blk.1.ffn_up.weight", "Q5_0", "Q4_K"});
   bad = rewrite([](test::GgufTensorToWrite& t) { std::swap(t.dims[0], t.dims[1]); });
-  expect_mentions(error_of([&] { load_model(bad); }), {bad, "blk.1.ffn_up.weight", "GGUF shape [96, 64]", "[64, 96]"});
+  test::expect_mentions(test::error_of([&] { load_model(bad); }), {bad, "blk.1.ffn_up.weight", "GGUF shape [96, 64]", "[64, 96]"});
 }
 
 }  // namespace

@@ -21,25 +21,10 @@ namespace {
 
 using json = nlohmann::json;
 
-std::string error_of(const std::function<void()>& f) {
-  try {
-    f();
-  } catch (const Error& e) {
-    const std::string msg = e.what();
-    EXPECT_EQ(msg.find('\n'), std::string::npos) << "error is not one line: " << msg;
-    return msg;
-  }
-  return "<no error>";
-}
-
-void expect_mentions(const std::string& msg, std::initializer_list<std::string> parts) {
-  for (auto& p : parts) EXPECT_NE(msg.find(p), std::string::npos) << "'" << msg << "' does not mention '" << p << "'";
-}
-
 json byte_tokenizer() { return json::parse(read_text_file(test::source_dir() + "/tests/data/bytes_tokenizer.json")); }
 
 std::string tokenizer_error(const json& tj) {
-  return error_of([&] { Tokenizer::from_json(tj, "tok/tokenizer.json"); });
+  return test::error_of([&] { Tokenizer::from_json(tj, "tok/tokenizer.json"); });
 }
 
 TEST(LoadValidation, NegativeVocabularyIdsAreRefused) {
@@ -47,11 +32,11 @@ TEST(LoadValidation, NegativeVocabularyIdsAreRefused) {
   for (json bad : {json(-1), json(-1000), json(INT32_MIN), json(-1e8), json(2.5), json("7")}) {
     json tj = byte_tokenizer();
     tj["model"]["vocab"]["<0x41>"] = bad;
-    expect_mentions(tokenizer_error(tj), {"tok/tokenizer.json", "model.vocab", "<0x41>"});
+    test::expect_mentions(tokenizer_error(tj), {"tok/tokenizer.json", "model.vocab", "<0x41>"});
   }
   json tj = byte_tokenizer();
   tj["added_tokens"][1]["id"] = -5;
-  expect_mentions(tokenizer_error(tj), {"added_tokens[1]", "-5"});
+  test::expect_mentions(tokenizer_error(tj), {"added_tokens[1]", "-5"});
 }
 
 TEST(LoadValidation, HugeTokenIdsAreRefusedQuickly) {
@@ -60,11 +45,11 @@ TEST(LoadValidation, HugeTokenIdsAreRefusedQuickly) {
     json tj = byte_tokenizer();
     tj["added_tokens"].push_back({{"id", id}, {"content", "<big>"}, {"special", true}});
     const auto t0 = std::chrono::steady_clock::now();
-    expect_mentions(tokenizer_error(tj), {"added_tokens[3]", std::to_string(id)});
+    test::expect_mentions(tokenizer_error(tj), {"added_tokens[3]", std::to_string(id)});
     EXPECT_LT(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count(), 2.0);
     tj = byte_tokenizer();
     tj["model"]["vocab"]["<big>"] = id;
-    expect_mentions(tokenizer_error(tj), {"model.vocab", "<big>", std::to_string(id)});
+    test::expect_mentions(tokenizer_error(tj), {"model.vocab", "<big>", std::to_string(id)});
   }
 }
 
@@ -72,16 +57,16 @@ TEST(LoadValidation, EmptyOrMalformedVocabularyIsRefused) {
   json tj = byte_tokenizer();
   tj["model"]["vocab"] = json::object();
   tj["added_tokens"] = json::array();
-  expect_mentions(tokenizer_error(tj), {"tok/tokenizer.json", "empty"});
+  test::expect_mentions(tokenizer_error(tj), {"tok/tokenizer.json", "empty"});
   tj = byte_tokenizer();
   tj["added_tokens"][0]["content"] = 5;
-  expect_mentions(tokenizer_error(tj), {"added_tokens[0]", "content"});
+  test::expect_mentions(tokenizer_error(tj), {"added_tokens[0]", "content"});
   tj = byte_tokenizer();
   tj["added_tokens"] = "x";
-  expect_mentions(tokenizer_error(tj), {"added_tokens"});
+  test::expect_mentions(tokenizer_error(tj), {"added_tokens"});
   tj = byte_tokenizer();
   tj["model"]["merges"] = json::array({json::array({1, 2})});
-  expect_mentions(tokenizer_error(tj), {"merges"});
+  test::expect_mentions(tokenizer_error(tj), {"merges"});
 }
 
 class ConfigValidation : public ::testing::Test {
@@ -92,42 +77,42 @@ class ConfigValidation : public ::testing::Test {
     json cfg = json::parse(read_text_file(dir_.file("config.json")));
     cfg[key] = value;
     test::write_text(dir_.file("config.json"), cfg.dump());
-    return error_of([&] { load_bundle(dir_.path()); });
+    return test::error_of([&] { load_bundle(dir_.path()); });
   }
   test::TempDir dir_;
 };
 
 TEST_F(ConfigValidation, RopeAndNormParametersMustMakeSense) {
   // Each of these ran and printed token 0 eight times.
-  for (json theta : {json(0), json(-10000.0)}) expect_mentions(error_with("rope_theta", theta), {"config.json", "rope_theta"});
-  expect_mentions(error_with("rope_theta", 10000.0), {"<no error>"});
-  for (json eps : {json(-1), json(0), json(2.0)}) expect_mentions(error_with("rms_norm_eps", eps), {"config.json", "rms_norm_eps"});
-  expect_mentions(error_with("rms_norm_eps", 1e-5), {"<no error>"});
-  expect_mentions(error_with("rope_scaling", {{"rope_type", "linear"}, {"factor", 0}}), {"rope_scaling", "factor"});
-  expect_mentions(error_with("rope_scaling", {{"rope_type", "linear"}, {"factor", -2}}), {"rope_scaling", "factor"});
-  expect_mentions(error_with("rope_scaling", {{"rope_type", "llama3"}, {"factor", 8}, {"low_freq_factor", 4},
+  for (json theta : {json(0), json(-10000.0)}) test::expect_mentions(error_with("rope_theta", theta), {"config.json", "rope_theta"});
+  test::expect_mentions(error_with("rope_theta", 10000.0), {"<no error>"});
+  for (json eps : {json(-1), json(0), json(2.0)}) test::expect_mentions(error_with("rms_norm_eps", eps), {"config.json", "rms_norm_eps"});
+  test::expect_mentions(error_with("rms_norm_eps", 1e-5), {"<no error>"});
+  test::expect_mentions(error_with("rope_scaling", {{"rope_type", "linear"}, {"factor", 0}}), {"rope_scaling", "factor"});
+  test::expect_mentions(error_with("rope_scaling", {{"rope_type", "linear"}, {"factor", -2}}), {"rope_scaling", "factor"});
+  test::expect_mentions(error_with("rope_scaling", {{"rope_type", "llama3"}, {"factor", 8}, {"low_freq_factor", 4},
                                               {"high_freq_factor", 4}, {"original_max_position_embeddings", 64}}),
                   {"rope_scaling", "high_freq_factor"});
-  expect_mentions(error_with("rope_scaling", {{"rope_type", "llama3"}, {"factor", 8}, {"low_freq_factor", 1},
+  test::expect_mentions(error_with("rope_scaling", {{"rope_type", "llama3"}, {"factor", 8}, {"low_freq_factor", 1},
                                               {"high_freq_factor", 4}, {"original_max_position_embeddings", 0}}),
                   {"rope_scaling", "original_max_position_embeddings"});
-  expect_mentions(error_with("rope_scaling", nullptr), {"<no error>"});
-  expect_mentions(error_with("partial_rotary_factor", 0.0), {"partial_rotary_factor"});
+  test::expect_mentions(error_with("rope_scaling", nullptr), {"<no error>"});
+  test::expect_mentions(error_with("partial_rotary_factor", 0.0), {"partial_rotary_factor"});
 }
 
 TEST_F(ConfigValidation, ContextLengthAndSpecialIdsAreCheckedAtLoad) {
   // max_position_embeddings <= 0 was only refused at generation time.
-  for (json m : {json(0), json(-4)}) expect_mentions(error_with("max_position_embeddings", m), {"config.json", "max_position_embeddings"});
+  for (json m : {json(0), json(-4)}) test::expect_mentions(error_with("max_position_embeddings", m), {"config.json", "max_position_embeddings"});
   error_with("max_position_embeddings", 512);
   // Out-of-range special ids were accepted.
-  expect_mentions(error_with("bos_token_id", 259), {"config.json", "bos_token_id", "259"});
-  expect_mentions(error_with("bos_token_id", -7), {"bos_token_id", "-7"});
-  expect_mentions(error_with("bos_token_id", 1), {"<no error>"});
-  expect_mentions(error_with("eos_token_id", json::array({2, 100000})), {"eos_token_id", "100000"});
-  expect_mentions(error_with("eos_token_id", 2), {"<no error>"});
+  test::expect_mentions(error_with("bos_token_id", 259), {"config.json", "bos_token_id", "259"});
+  test::expect_mentions(error_with("bos_token_id", -7), {"bos_token_id", "-7"});
+  test::expect_mentions(error_with("bos_token_id", 1), {"<no error>"});
+  test::expect_mentions(error_with("eos_token_id", json::array({2, 100000})), {"eos_token_id", "100000"});
+  test::expect_mentions(error_with("eos_token_id", 2), {"<no error>"});
   // The same for generation_config.json.
   test::write_text(dir_.file("generation_config.json"), R"({"eos_token_id": [2, 4096]})");
-  expect_mentions(error_of([&] { load_bundle(dir_.path()); }), {"generation_config.json", "eos_token_id", "4096"});
+  test::expect_mentions(test::error_of([&] { load_bundle(dir_.path()); }), {"generation_config.json", "eos_token_id", "4096"});
 }
 
 TEST_F(ConfigValidation, TokenizerIdsBeyondTheModelVocabularyAreRefused) {
@@ -135,7 +120,7 @@ TEST_F(ConfigValidation, TokenizerIdsBeyondTheModelVocabularyAreRefused) {
   tj["added_tokens"].push_back({{"id", 300}, {"content", "<extra>"}, {"special", true}});
   test::write_text(dir_.file("tokenizer.json"), tj.dump());
   // The model has 259 embedding rows: encoding "<extra>" would read past them.
-  expect_mentions(error_of([&] { load_bundle(dir_.path()); }), {"tokenizer.json", "<extra>", "300", "vocab_size"});
+  test::expect_mentions(test::error_of([&] { load_bundle(dir_.path()); }), {"tokenizer.json", "<extra>", "300", "vocab_size"});
 }
 
 TEST_F(ConfigValidation, KvCacheThatCannotBeAllocatedIsAClearError) {
@@ -145,13 +130,13 @@ TEST_F(ConfigValidation, KvCacheThatCannotBeAllocatedIsAClearError) {
   SpecSetup spec(SpecOptions{}, *b.model);
   ServingMetrics metrics;
   SchedulerOptions o;
-  const std::string e = error_of([&] { Scheduler s(test::pool(), b, spec, o, metrics); });
-  expect_mentions(e, {"max_model_len", "2000000000", "--max-model-len", "KV cache"});
+  const std::string e = test::error_of([&] { Scheduler s(test::pool(), b, spec, o, metrics); });
+  test::expect_mentions(e, {"max_model_len", "2000000000", "--max-model-len", "KV cache"});
   // Within the budget it starts, and a budget too small for one sequence is also named.
   o.max_model_len = 256;
   { Scheduler ok(test::pool(), b, spec, o, metrics); }
   o.kv_cache_bytes = 1000;
-  expect_mentions(error_of([&] { Scheduler s(test::pool(), b, spec, o, metrics); }), {"--kv-cache-memory", "max_model_len"});
+  test::expect_mentions(test::error_of([&] { Scheduler s(test::pool(), b, spec, o, metrics); }), {"--kv-cache-memory", "max_model_len"});
 }
 
 }  // namespace

@@ -14,35 +14,22 @@
 namespace eaglet {
 namespace {
 
-std::string error_of(const std::function<void()>& f) {
-  try {
-    f();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "<no error>";
-}
-
-void expect_mentions(const std::string& msg, std::initializer_list<std::string> parts) {
-  for (auto& p : parts) EXPECT_NE(msg.find(p), std::string::npos) << "'" << msg << "' does not mention '" << p << "'";
-}
-
 const char* kGood = R"({"conversations": [{"from": "human", "value": "hi"}, {"from": "gpt", "value": "hello"}]})";
 
 TEST(TrainData, ChatJsonlErrorsNameTheLine) {
   test::TempDir d;
   const std::string f = d.file("chat.jsonl");
   test::write_text(f, std::string(kGood) + "\n\n" + kGood + "\n{\"conversations\": [\n");
-  expect_mentions(error_of([&] { load_conversations(f, 0); }), {f + ":4", "bad JSON"});
+  test::expect_mentions(test::error_of([&] { load_conversations(f, 0); }), {f + ":4", "bad JSON"});
 
   test::write_text(f, std::string(kGood) + "\n" + R"({"messages": [{"role": 5, "content": "x"}]})" + "\n");
-  expect_mentions(error_of([&] { load_conversations(f, 0); }), {f + ":2", "role"});
+  test::expect_mentions(test::error_of([&] { load_conversations(f, 0); }), {f + ":2", "role"});
   test::write_text(f, R"({"messages": [{"role": "user", "content": ["x"]}]})");
-  expect_mentions(error_of([&] { load_conversations(f, 0); }), {f + ":1", "content"});
+  test::expect_mentions(test::error_of([&] { load_conversations(f, 0); }), {f + ":1", "content"});
   test::write_text(f, R"({"messages": {"role": "user"}})");
-  expect_mentions(error_of([&] { load_conversations(f, 0); }), {f + ":1", "messages"});
+  test::expect_mentions(test::error_of([&] { load_conversations(f, 0); }), {f + ":1", "messages"});
   test::write_text(f, std::string(kGood) + "\n[1, 2]\n");
-  expect_mentions(error_of([&] { load_conversations(f, 0); }), {f + ":2"});
+  test::expect_mentions(test::error_of([&] { load_conversations(f, 0); }), {f + ":2"});
   // Good data still loads; blank lines are skipped.
   test::write_text(f, std::string(kGood) + "\n\n" + kGood + "\n");
   EXPECT_EQ(load_conversations(f, 0).size(), 2u);
@@ -52,7 +39,7 @@ TEST(TrainData, ChatJsonArrayErrorsNameTheRecord) {
   test::TempDir d;
   const std::string f = d.file("chat.json");
   test::write_text(f, std::string("[") + kGood + R"(, {"conversations": [{"from": null, "value": "x"}]}])");
-  expect_mentions(error_of([&] { load_conversations(f, 0); }), {f + "[1]", "conversations[0]", "from"});
+  test::expect_mentions(test::error_of([&] { load_conversations(f, 0); }), {f + "[1]", "conversations[0]", "from"});
 }
 
 TEST(TrainData, RegeneratedSamplesAreChecked) {
@@ -60,17 +47,17 @@ TEST(TrainData, RegeneratedSamplesAreChecked) {
   const std::string f = d.file("regen.jsonl");
   const std::string good = R"({"index": 0, "input_ids": [1, 5, 7], "loss_mask": [0, 1, 1]})";
   test::write_text(f, good + "\n" + R"({"index": 1, "input_ids": [1, 5]})" + "\n" + good + "\n");
-  expect_mentions(error_of([&] { load_regenerated(f, 64, 100); }), {f + ":2", "loss_mask"});
+  test::expect_mentions(test::error_of([&] { load_regenerated(f, 64, 100); }), {f + ":2", "loss_mask"});
   test::write_text(f, good + "\n" + R"({"index": 1, "input_ids": [1, "5"], "loss_mask": [0, 1]})" + "\n");
-  expect_mentions(error_of([&] { load_regenerated(f, 64, 100); }), {f + ":2", "input_ids"});
+  test::expect_mentions(test::error_of([&] { load_regenerated(f, 64, 100); }), {f + ":2", "input_ids"});
   test::write_text(f, R"({"index": 1, "input_ids": [1, 500], "loss_mask": [0, 1]})" "\n" + good + "\n");
-  expect_mentions(error_of([&] { load_regenerated(f, 64, 100); }), {f + ":1", "input_ids", "500", "100"});
+  test::expect_mentions(test::error_of([&] { load_regenerated(f, 64, 100); }), {f + ":1", "input_ids", "500", "100"});
   test::write_text(f, R"({"index": 1, "input_ids": [1, 4294967297], "loss_mask": [0, 1]})" "\n" + good + "\n");
-  expect_mentions(error_of([&] { load_regenerated(f, 64, 100); }), {f + ":1", "input_ids"});
+  test::expect_mentions(test::error_of([&] { load_regenerated(f, 64, 100); }), {f + ":1", "input_ids"});
   test::write_text(f, R"({"index": "x", "input_ids": [1, 2], "loss_mask": [0, 1]})" "\n" + good + "\n");
-  expect_mentions(error_of([&] { load_regenerated(f, 64, 100); }), {f + ":1", "index"});
+  test::expect_mentions(test::error_of([&] { load_regenerated(f, 64, 100); }), {f + ":1", "index"});
   test::write_text(f, R"({"index": 1, "input_ids": [1, 2], "loss_mask": [0, 7]})" "\n" + good + "\n");
-  expect_mentions(error_of([&] { load_regenerated(f, 64, 100); }), {f + ":1", "loss_mask"});
+  test::expect_mentions(test::error_of([&] { load_regenerated(f, 64, 100); }), {f + ":1", "loss_mask"});
   test::write_text(f, good + "\n" + good + "\n");
   EXPECT_EQ(load_regenerated(f, 64, 100).size(), 2u);
 }
@@ -79,9 +66,9 @@ TEST(TrainData, PromptFilesWithWrongTypesNameTheLine) {
   test::TempDir d;
   const std::string f = d.file("prompts.jsonl");
   test::write_text(f, "{\"prompt\": \"a\"}\n{\"messages\": [{\"role\": 5, \"content\": \"x\"}]}\n");
-  expect_mentions(error_of([&] { load_prompts(f, -1); }), {f + ":2"});
+  test::expect_mentions(test::error_of([&] { load_prompts(f, -1); }), {f + ":2"});
   test::write_text(f, "{\"prompt\": \"a\"}\n{\"messages\": [\"x\"]}\n");
-  expect_mentions(error_of([&] { load_prompts(f, -1); }), {f + ":2"});
+  test::expect_mentions(test::error_of([&] { load_prompts(f, -1); }), {f + ":2"});
 }
 
 }  // namespace

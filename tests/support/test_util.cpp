@@ -12,9 +12,27 @@
 #include <random>
 #include <cstring>
 
+#include <gtest/gtest.h>
+
+#include "core/error.h"
 #include "io/safetensors.h"
 
 namespace eaglet::test {
+
+std::string error_of(const std::function<void()>& f) {
+  try {
+    f();
+  } catch (const Error& e) {
+    const std::string msg = e.what();
+    EXPECT_EQ(msg.find('\n'), std::string::npos) << "error is not one line: " << msg;
+    return msg;
+  }
+  return "<no error>";
+}
+
+void expect_mentions(const std::string& msg, std::initializer_list<std::string> parts) {
+  for (auto& p : parts) EXPECT_NE(msg.find(p), std::string::npos) << "'" << msg << "' does not mention '" << p << "'";
+}
 
 ThreadPool& pool() {
   static ThreadPool p(2);

@@ -2,6 +2,8 @@
 // writing tiny random checkpoints that an independent reference can also read.
 #pragma once
 #include <cstdint>
+#include <functional>
+#include <initializer_list>
 #include <map>
 #include <ostream>
 #include <string>
@@ -12,6 +14,12 @@
 #include "io/safetensors.h"
 
 namespace eaglet::test {
+
+// The one-line message of the eaglet::Error `f` throws ("<no error>" when it throws none; a
+// message over several lines fails the test).
+std::string error_of(const std::function<void()>& f);
+// Expects `msg` to contain every part (file, field, tensor, value...).
+void expect_mentions(const std::string& msg, std::initializer_list<std::string> parts);
 
 // The kernel threads model-level tests run forwards on: two, so every parallel path is taken
 // (kernel tests that compare thread counts make their own pools).
