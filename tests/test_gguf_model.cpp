@@ -10,6 +10,7 @@
 #include "core/thread_pool.h"
 #include "engine/generator.h"
 #include "io/gguf.h"
+#include "tokenizer/tokenizer.h"
 #include "support/gguf_writer.h"
 #include "support/test_util.h"
 
@@ -59,6 +60,33 @@ TEST_P(GgufModel, LoadsAsTheSameModelInF32Q8_0AndQ4_0) {
     EXPECT_EQ(logits(*q), logits(*hq)) << f;
     EXPECT_NE(logits(*q), logits(*hf)) << f;  // it did quantise
   }
+}
+
+// A GGUF file carrying its own tokenizer (llama.cpp's SentencePiece test vocabulary) runs through
+// the command line like a model directory.
+TEST(GgufModelCli, FileWithItsTokenizerGeneratesThroughTheCommandLine) {
+  EAGLET_REQUIRE_SHARED();
+  const GgufFile vocab(test::shared_dir() + "/tokenizers/llamacpp_vocab/ggml-vocab-llama-spm.gguf");
+  test::TempDir d;
+  test::TinyModelSpec s = spec_for("LlamaForCausalLM");
+  s.vocab = int(vocab.metadata()["tokenizer.ggml.tokens"].size());
+  test::write_tiny_model(d.file("hf"), s);
+  test::write_gguf_from_hf(d.file("hf"), d.file("bare.gguf"), kernels::GgmlType::Q8_0);
+  const GgufFile bare(d.file("bare.gguf"));
+  nlohmann::json meta = bare.metadata();
+  for (auto& [k, v] : vocab.metadata().items())
+    if (k.rfind("tokenizer.", 0) == 0) meta[k] = v;
+  std::vector<test::GgufTensorToWrite> ts;
+  for (const auto& t : bare.tensors())
+    ts.push_back({t.name, kernels::GgmlType(t.type), t.dims, std::string(reinterpret_cast<const char*>(t.data), t.nbytes)});
+  const std::string model = d.file("model.gguf");
+  test::write_gguf(model, meta, ts);
+  const auto r = test::run_command(test::eaglet_binary() + " generate -m " + model +
+                                   " -p 'Hello world' -n 6 --temperature 0 --ignore-eos --json 2>&1");
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  const auto j = nlohmann::json::parse(r.output.substr(r.output.find('{')));
+  EXPECT_EQ(j["token_ids"].size(), 6u);
+  EXPECT_EQ(j["prompt_token_ids"], nlohmann::json(Tokenizer::from_gguf(model).encode("Hello world")));
 }
 
 INSTANTIATE_TEST_SUITE_P(Architectures, GgufModel,
