@@ -17,6 +17,7 @@ void add_regen(CLI::App& app);
 void add_infer_worker(CLI::App& app);
 void add_demo(CLI::App& app);
 void add_serve(CLI::App& app);
+void add_perplexity(CLI::App& app);
 void add_loadtest(CLI::App& app);
 
 // Options every model-running command shares.

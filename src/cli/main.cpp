@@ -59,6 +59,7 @@ int main(int argc, char** argv) {
   spdlog::set_default_logger(spdlog::stderr_color_mt("eaglet"));
   eaglet::cli::add_generate(app);
   eaglet::cli::add_bench(app);
+  eaglet::cli::add_perplexity(app);
 #ifdef EAGLET_WITH_TRAINER
   eaglet::cli::add_train(app);
   eaglet::cli::add_regen(app);
