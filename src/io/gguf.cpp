@@ -3,7 +3,6 @@
 #include <cstring>
 
 #include <algorithm>
-#include <map>
 
 #include "core/error.h"
 #include "kernels/ggml_quant.h"
@@ -102,7 +101,6 @@ GgufFile::GgufFile(const std::string& path) : file_(std::make_unique<MappedFile>
     alignment = a.get<uint64_t>();
   }
   std::vector<uint64_t> offsets;
-  std::map<std::string, size_t> seen;
   for (uint64_t i = 0; i < n_tensors; ++i) {
     GgufTensor t;
     t.name = r.str();
@@ -124,7 +122,7 @@ GgufFile::GgufFile(const std::string& path) : file_(std::make_unique<MappedFile>
            info->block_weights);
     t.nbytes = size_t(count / info->block_weights) * info->block_bytes;
     offsets.push_back(r.get<uint64_t>());
-    if (!seen.emplace(t.name, tensors_.size()).second) fail("{}: tensor '{}' appears twice", path, t.name);
+    if (!index_.emplace(t.name, tensors_.size()).second) fail("{}: tensor '{}' appears twice", path, t.name);
     tensors_.push_back(std::move(t));
   }
   const uint64_t data_start = (r.pos() + alignment - 1) / alignment * alignment;
@@ -141,9 +139,8 @@ GgufFile::GgufFile(const std::string& path) : file_(std::make_unique<MappedFile>
 }
 
 const GgufTensor* GgufFile::find(const std::string& name) const {
-  for (const GgufTensor& t : tensors_)
-    if (t.name == name) return &t;
-  return nullptr;
+  const auto it = index_.find(name);
+  return it == index_.end() ? nullptr : &tensors_[it->second];
 }
 
 const GgufTensor& GgufFile::get(const std::string& name) const {

@@ -8,6 +8,7 @@
 #pragma once
 #include <nlohmann/json.hpp>
 
+#include <map>
 #include <memory>
 #include <string>
 #include <vector>
@@ -39,6 +40,7 @@ class GgufFile {
   std::unique_ptr<MappedFile> file_;
   nlohmann::json meta_;
   std::vector<GgufTensor> tensors_;
+  std::map<std::string, size_t> index_;  // name -> position in tensors_
 };
 
 // The metadata alone (vocabulary-only files; the tokenizer reads these).

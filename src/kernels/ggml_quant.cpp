@@ -1,9 +1,9 @@
 #include "kernels/ggml_quant.h"
 
 #include <cmath>
-#include <cstring>
 
 #include "core/error.h"
+#include "kernels/ops.h"
 
 namespace eaglet::kernels {
 
@@ -104,13 +104,9 @@ void dequantize_row(GgmlType type, const void* src, float* dst, int64_t n) {
                info->block_weights, n);
   const int64_t nb = n / info->block_weights;
   switch (type) {
-    case GgmlType::F32: std::memcpy(dst, src, size_t(n) * 4); return;
-    case GgmlType::F16:
-      for (int64_t i = 0; i < n; ++i) dst[i] = f16_to_f32(static_cast<const f16_t*>(src)[i]);
-      return;
-    case GgmlType::BF16:
-      for (int64_t i = 0; i < n; ++i) dst[i] = bf16_to_f32(static_cast<const bf16_t*>(src)[i]);
-      return;
+    case GgmlType::F32: return to_f32(DType::F32, src, dst, n);
+    case GgmlType::F16: return to_f32(DType::F16, src, dst, n);
+    case GgmlType::BF16: return to_f32(DType::BF16, src, dst, n);
     case GgmlType::Q8_0: return dequant_q8_0(static_cast<const BlockQ8_0*>(src), dst, nb);
     case GgmlType::Q4_0: return dequant_q4_0(static_cast<const BlockQ4_0*>(src), dst, nb);
     case GgmlType::Q4_K: return dequant_q4_k(static_cast<const BlockQ4_K*>(src), dst, nb);
