@@ -156,7 +156,10 @@ void DraftPolicy::trim(std::vector<DraftTree>& trees, std::vector<SeqState*>& st
   }
   double gain = 0;
   const double roots = double(states.size());
-  double best_rate = roots / (draft_seconds + cost_->target_seconds(fixed_tokens));
+  // The draft is already paid for, so keeping nodes is weighed against this step without them;
+  // except on a probe, which drafted although drafting did not pay: its nodes must beat not
+  // drafting at all, or a slow probe (a loaded machine) would make them look cheap.
+  double best_rate = roots / ((probing_ ? 0.0 : draft_seconds) + cost_->target_seconds(fixed_tokens));
   std::vector<int> best_taken = taken;
   int n = 0;
   while (!next.empty()) {
