@@ -15,6 +15,7 @@
 #include "core/memory_bandwidth.h"
 #include "io/mapped_file.h"
 #include "core/thread_pool.h"
+#include "kernels/ggml_interleave.h"
 #include "kernels/ops.h"
 
 namespace {
@@ -188,30 +189,39 @@ BENCHMARK_CAPTURE(run_mxfp8, Mxfp8_avx2, Isa::Avx2)->Args({1, 1})->Args({4, 1})-
 
 BENCHMARK_MAIN();
 
-// GGUF Q8_0 / Q4_0 weights of the widened TinyLlama's MLP shape (5632 x 2048), ~550 MB of BF16
-// equivalents each: decode (M = 1) against the read probe above, and batches for verification.
-void run_ggml(benchmark::State& state, kernels::QuantScheme q) {
+// GGUF block weights of the widened TinyLlama's MLP shape (5632 x 2048) in the kernels' interleaved
+// layout, ~550 MB of BF16 equivalents each (copies, so the stream never fits a cache): decode
+// (M = 1) against the read probe above, and batches for verification.
+void run_ggml(benchmark::State& state, kernels::GgmlType type) {
   const int64_t M = state.range(0), threads = state.range(1), N = 5632, K = 2048;
-  const int64_t row = kernels::ggml_row_bytes(q, K), count = (int64_t(550) << 20) / (N * K * 2);
+  const kernels::QuantScheme q = kernels::interleaved_scheme(type);
+  const int64_t bytes_per = kernels::ggml_matrix_bytes(q, N, K), count = (int64_t(550) << 20) / (N * K * 2);
   ThreadPool& pool = pool_of(threads);
   static std::map<int, PageVector<uint8_t>> store;
-  PageVector<uint8_t>& bytes = store[int(q)];
+  PageVector<uint8_t>& bytes = store[int(type)];
   if (bytes.empty()) {
     std::mt19937 rng(1);
-    bytes.resize(size_t(N * row * count));
-    for (auto& b : bytes) b = uint8_t(rng());
-    // Sane half-precision scales (0.01) at the head of every block.
-    const size_t block = q == kernels::QuantScheme::Q8_0 ? 34 : 18;
-    for (size_t i = 0; i < bytes.size(); i += block) bytes[i] = 0x1f, bytes[i + 1] = 0x21;
+    const kernels::GgmlTypeInfo* info = kernels::ggml_type_info(uint32_t(type));
+    std::vector<uint8_t> blocks(kernels::ggml_row_bytes(type, K) * size_t(N));
+    for (auto& b : blocks) b = uint8_t(rng());
+    // Sane half-precision scales (0.01) where each block keeps them.
+    const size_t at = type == kernels::GgmlType::Q6_K ? 208 : 0, n = type == kernels::GgmlType::Q4_K ? 2 : 1;
+    for (size_t i = 0; i < blocks.size(); i += info->block_bytes)
+      for (size_t j = 0; j < n; ++j) blocks[i + at + 2 * j] = 0x1f, blocks[i + at + 2 * j + 1] = 0x21;
+    const std::vector<uint8_t> one = kernels::interleave_rows(type, blocks.data(), N, K);
+    bytes.resize(size_t(bytes_per * count));
+    for (int64_t c = 0; c < count; ++c) std::copy(one.begin(), one.end(), bytes.begin() + c * bytes_per);
   }
   std::vector<float> x(size_t(M * K), 0.5f), y(size_t(M * N));
   int64_t i = 0;
   for (auto _ : state) {
-    const kernels::WeightView v{DType::U8, bytes.data() + (i++ % count) * N * row, N, K, q};
+    const kernels::WeightView v{DType::U8, bytes.data() + (i++ % count) * bytes_per, N, K, q};
     kernels::matmul(pool, x.data(), M, v, y.data());
     benchmark::DoNotOptimize(y.data());
   }
-  state.SetBytesProcessed(int64_t(state.iterations()) * N * row);
+  state.SetBytesProcessed(int64_t(state.iterations()) * bytes_per);
 }
-BENCHMARK_CAPTURE(run_ggml, Q8_0, kernels::QuantScheme::Q8_0)->Apply(args);
-BENCHMARK_CAPTURE(run_ggml, Q4_0, kernels::QuantScheme::Q4_0)->Apply(args);
+BENCHMARK_CAPTURE(run_ggml, Q8_0, kernels::GgmlType::Q8_0)->Apply(args);
+BENCHMARK_CAPTURE(run_ggml, Q4_0, kernels::GgmlType::Q4_0)->Apply(args);
+BENCHMARK_CAPTURE(run_ggml, Q4_K, kernels::GgmlType::Q4_K)->Apply(args);
+BENCHMARK_CAPTURE(run_ggml, Q6_K, kernels::GgmlType::Q6_K)->Apply(args);

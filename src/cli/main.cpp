@@ -15,7 +15,7 @@ void add_common_options(CLI::App* cmd, CommonOptions* o) {
   cmd->add_option("--threads", o->threads, "worker threads (default: cores available)")->check(CLI::NonNegativeNumber);
   cmd->add_flag("--no-mmap", o->no_mmap, "read weights into memory at load instead of mapping the files");
   cmd->add_option("--quantize", o->quantize,
-                  "q8_0 | q4_0: quantise the layers' matrices on load (GGUF blocks, round to nearest)");
+                  "q8_0 | q4_0 | q4_k: quantise the layers' matrices on load (GGUF blocks, round to nearest)");
 }
 
 ModelBundle load_target(const CommonOptions& o) { return load_bundle(o.model_dir, parse_quantize_option(o.quantize)); }

@@ -4,6 +4,7 @@
 
 #include "core/error.h"
 #include "core/thread_pool.h"
+#include "kernels/ggml_interleave.h"
 #include "kernels/ggml_quant.h"
 #include "kernels/isa_table.h"
 #include "kernels/ops.h"
@@ -43,12 +44,13 @@ class PreparedMatmul {
       }
     }
     if (is_ggml_blocks(w.quant)) {
-      EAGLET_CHECK(w.cols % 32 == 0, "GGUF block matmul needs K ({}) a multiple of 32", w.cols);
+      EAGLET_CHECK(w.cols % ggml_block_weights(w.quant) == 0, "GGUF block matmul needs K ({}) a multiple of {}",
+                   w.cols, ggml_block_weights(w.quant));
       if (same_x && is_ggml_blocks(same_x->w_.quant) && same_x->x_ == x && same_x->M_ == M && same_x->w_.cols == w.cols) {
         xq_data_ = same_x->xq_data_;
       } else {
         xq_.resize(size_t(M * w.cols / 32));
-        quantize_activations(x, M, w.cols, xq_.data());
+        t.quantize_act(x, M, w.cols, xq_.data());
         xq_data_ = xq_.data();
       }
     }
@@ -59,10 +61,18 @@ class PreparedMatmul {
 
   void run(int64_t n0, int64_t n1, const float* bias) const {
     const int64_t K = w_.cols, N = w_.rows;
-    const MatmulGgmlFn blocks = w_.quant == QuantScheme::Q8_0   ? t_.matmul_q8_0
-                                : w_.quant == QuantScheme::Q4_0 ? t_.matmul_q4_0
-                                                                : nullptr;
-    if (blocks) blocks(xq_data_, M_, K, w_.data, n0, n1, y_, N);
+    MatmulGgmlFn blocks = nullptr;
+    switch (w_.quant) {
+      case QuantScheme::Q8_0: blocks = t_.matmul_q8_0; break;
+      case QuantScheme::Q4_0: blocks = t_.matmul_q4_0; break;
+      case QuantScheme::Q4_K: blocks = t_.matmul_q4_k; break;
+      case QuantScheme::Q6_K: blocks = t_.matmul_q6_k; break;
+      default: break;
+    }
+    if (blocks) {
+      EAGLET_CHECK(n0 % kRowGroup == 0, "internal: GGUF block matmul split at row {}, inside a group of 8", n0);
+      blocks(xq_data_, M_, K, w_.data, n0, n1, y_, N);
+    }
     else switch (w_.dtype) {
       case DType::F32: t_.matmul_f32(x_, M_, K, static_cast<const float*>(w_.data), n0, n1, y_, N); break;
       case DType::BF16:
@@ -92,6 +102,7 @@ class PreparedMatmul {
   const ActBlockQ8* xq_data_ = nullptr;
 };
 
+// A multiple of the GGUF kernels' row group (8), so no thread's range starts inside one.
 constexpr int64_t kRowGrain = 16;
 
 }  // namespace

@@ -1,5 +1,6 @@
 #include "kernels/ggml_quant.h"
 
+#include <algorithm>
 #include <cmath>
 
 #include "core/error.h"
@@ -38,6 +39,20 @@ void q4k_scale_min(const uint8_t* s, int j, uint8_t* scale, uint8_t* min) {
   }
 }
 
+void q6k_codes(const BlockQ6_K& b, int8_t* out) {
+  // Each half of 128 weights: ql bytes 0..63 and qh bytes 0..31; weight l + 32 * r takes its
+  // low 4 bits from ql[l + 32 * (r & 1)] (low nibble for r < 2) and 2 high bits from qh[l].
+  const uint8_t* ql = b.ql;
+  const uint8_t* qh = b.qh;
+  for (int half = 0; half < 2; ++half, out += 128, ql += 64, qh += 32)
+    for (int l = 0; l < 32; ++l) {
+      out[l] = int8_t(((ql[l] & 0xF) | (((qh[l] >> 0) & 3) << 4)) - 32);
+      out[l + 32] = int8_t(((ql[l + 32] & 0xF) | (((qh[l] >> 2) & 3) << 4)) - 32);
+      out[l + 64] = int8_t(((ql[l] >> 4) | (((qh[l] >> 4) & 3) << 4)) - 32);
+      out[l + 96] = int8_t(((ql[l + 32] >> 4) | (((qh[l] >> 6) & 3) << 4)) - 32);
+    }
+}
+
 namespace {
 
 void dequant_q8_0(const BlockQ8_0* b, float* y, int64_t nb) {
@@ -73,25 +88,11 @@ void dequant_q4_k(const BlockQ4_K* b, float* y, int64_t nb) {
 }
 
 void dequant_q6_k(const BlockQ6_K* b, float* y, int64_t nb) {
-  for (int64_t i = 0; i < nb; ++i) {
+  int8_t q[256];
+  for (int64_t i = 0; i < nb; ++i, y += 256) {
     const float d = f16_to_f32(b[i].d);
-    const uint8_t* ql = b[i].ql;
-    const uint8_t* qh = b[i].qh;
-    const int8_t* sc = b[i].scales;
-    // Each half of 128 weights: ql bytes 0..63 and qh bytes 0..31; weight l + 32 * r takes its
-    // low 4 bits from ql[l + 32 * (r & 1)] (low nibble for r < 2) and 2 high bits from qh[l].
-    for (int half = 0; half < 2; ++half, y += 128, ql += 64, qh += 32, sc += 8)
-      for (int l = 0; l < 32; ++l) {
-        const int s = l / 16;
-        const int q0 = ((ql[l] & 0xF) | (((qh[l] >> 0) & 3) << 4)) - 32;
-        const int q1 = ((ql[l + 32] & 0xF) | (((qh[l] >> 2) & 3) << 4)) - 32;
-        const int q2 = ((ql[l] >> 4) | (((qh[l] >> 4) & 3) << 4)) - 32;
-        const int q3 = ((ql[l + 32] >> 4) | (((qh[l] >> 6) & 3) << 4)) - 32;
-        y[l] = d * float(sc[s]) * float(q0);
-        y[l + 32] = d * float(sc[s + 2]) * float(q1);
-        y[l + 64] = d * float(sc[s + 4]) * float(q2);
-        y[l + 96] = d * float(sc[s + 6]) * float(q3);
-      }
+    q6k_codes(b[i], q);
+    for (int l = 0; l < 256; ++l) y[l] = d * float(b[i].scales[l / 16]) * float(q[l]);
   }
 }
 
@@ -120,7 +121,9 @@ void quantize_activations(const float* x, int64_t M, int64_t K, ActBlockQ8* out)
     for (int j = 0; j < 32; ++j) amax = std::max(amax, std::fabs(x[j]));
     const float d = amax / 127.0f, id = d != 0 ? 127.0f / amax : 0.0f;
     out[b].d = d;
-    for (int j = 0; j < 32; ++j) out[b].q[j] = int8_t(std::nearbyint(x[j] * id));
+    int32_t sum = 0;
+    for (int j = 0; j < 32; ++j) sum += out[b].q[j] = int8_t(std::nearbyint(x[j] * id));
+    out[b].sum = sum;
   }
 }
 
@@ -149,6 +152,49 @@ void quantize_row_q4_0(const float* x, BlockQ4_0* y, int64_t n) {
     y[i].d = f32_to_f16(d);
     auto code = [&](float v) { return uint8_t(std::min(15, int(v * id + 8.5f))); };
     for (int j = 0; j < 16; ++j) y[i].q[j] = uint8_t(code(x[j]) | (code(x[j + 16]) << 4));
+  }
+}
+
+// Round to nearest at both levels: each sub-block of 32 spans [min(0, lowest), highest] in 15
+// steps; the eight steps and the eight mins are rounded to 6-bit multiples of d = (largest step)
+// / 63 and dmin = (largest min) / 63; codes are rounded against the rounded step and min.
+// llama-quantize instead searches each sub-block's step and min for the least squared error
+// (make_qkx2_quants), so its blocks differ; both decode by the same formula.
+void quantize_row_q4_k(const float* x, BlockQ4_K* y, int64_t n) {
+  EAGLET_CHECK(n % 256 == 0, "Q4_K rows need a multiple of 256 weights, not {}", n);
+  for (int64_t i = 0; i < n / 256; ++i, x += 256) {
+    float step[8], min[8], max_step = 0, max_min = 0;
+    for (int s = 0; s < 8; ++s) {
+      float lo = 0, hi = -INFINITY;
+      for (int j = 0; j < 32; ++j) lo = std::min(lo, x[32 * s + j]), hi = std::max(hi, x[32 * s + j]);
+      step[s] = (hi - lo) / 15.0f;
+      min[s] = -lo;
+      max_step = std::max(max_step, step[s]);
+      max_min = std::max(max_min, min[s]);
+    }
+    BlockQ4_K& b = y[i];
+    b.d = f32_to_f16(max_step / 63.0f);
+    b.dmin = f32_to_f16(max_min / 63.0f);
+    const float d = f16_to_f32(b.d), dmin = f16_to_f32(b.dmin);
+    uint8_t sc[8], mn[8];
+    for (int s = 0; s < 8; ++s) {
+      sc[s] = uint8_t(d > 0 ? std::min(63.0f, std::nearbyint(step[s] / d)) : 0);
+      mn[s] = uint8_t(dmin > 0 ? std::min(63.0f, std::nearbyint(min[s] / dmin)) : 0);
+    }
+    // The inverse of q4k_scale_min's packing.
+    for (int s = 0; s < 4; ++s) {
+      b.scales[s] = uint8_t(sc[s] | ((sc[s + 4] >> 4) << 6));
+      b.scales[s + 4] = uint8_t(mn[s] | ((mn[s + 4] >> 4) << 6));
+      b.scales[s + 8] = uint8_t((sc[s + 4] & 0xF) | ((mn[s + 4] & 0xF) << 4));
+    }
+    uint8_t q[256];
+    for (int s = 0; s < 8; ++s) {
+      const float ds = d * float(sc[s]), ms = dmin * float(mn[s]);
+      for (int j = 0; j < 32; ++j)
+        q[32 * s + j] = uint8_t(ds > 0 ? std::clamp(int(std::nearbyint((x[32 * s + j] + ms) / ds)), 0, 15) : 0);
+    }
+    for (int p = 0; p < 4; ++p)
+      for (int l = 0; l < 32; ++l) b.q[32 * p + l] = uint8_t(q[64 * p + l] | (q[64 * p + 32 + l] << 4));
   }
 }
 

@@ -37,6 +37,11 @@ struct GgmlTypeInfo {
 };
 // Any GGUF type id (including the ones eaglet does not decode); nullptr for ids ggml lacks.
 const GgmlTypeInfo* ggml_type_info(uint32_t type);
+// Bytes of one row of `cols` weights of a supported type in GGUF layout.
+inline size_t ggml_row_bytes(GgmlType type, int64_t cols) {
+  const GgmlTypeInfo* info = ggml_type_info(uint32_t(type));
+  return size_t(cols / info->block_weights) * info->block_bytes;
+}
 
 #pragma pack(push, 1)
 struct BlockQ8_0 {
@@ -64,15 +69,19 @@ static_assert(sizeof(BlockQ8_0) == 34 && sizeof(BlockQ4_0) == 18 && sizeof(Block
 
 // Sub-block s (0..7) of a Q4_K block: its 6-bit scale and min.
 void q4k_scale_min(const uint8_t* scales, int s, uint8_t* scale, uint8_t* min);
+// The 256 codes of a Q6_K block, q - 32 (-32..31), in weight order.
+void q6k_codes(const BlockQ6_K& b, int8_t* out);
 
 // n weights (a multiple of the type's block) from `src` to F32.
 void dequantize_row(GgmlType type, const void* src, float* dst, int64_t n);
 
-// Activations for the integer dot products against Q8_0 / Q4_0 weights: each row cut into
-// blocks of 32 with an F32 scale (finer than ggml's F16 one), codes -127..127. Quantised per row
-// and block alone, so a row's codes never depend on the batch it came with.
+// Activations for the integer dot products against GGUF block weights: each row cut into blocks
+// of 32 with an F32 scale (finer than ggml's F16 one), codes -127..127, and the codes' sum (Q4_0
+// multiplies the unsigned nibbles and takes 8 * sum off after; Q4_K takes its mins off with it). Quantised per row and
+// block alone, so a row's codes never depend on the batch it came with.
 struct ActBlockQ8 {
   float d;
+  int32_t sum;
   int8_t q[32];
 };
 // x [M, K] (K a multiple of 32) to M * K / 32 blocks.
@@ -82,6 +91,9 @@ void quantize_activations(const float* x, int64_t M, int64_t K, ActBlockQ8* out)
 // Q8_0 d = amax / 127; Q4_0 d = (the value of largest magnitude) / -8, codes clamped to 0..15.
 void quantize_row_q8_0(const float* src, BlockQ8_0* dst, int64_t n);
 void quantize_row_q4_0(const float* src, BlockQ4_0* dst, int64_t n);
+// Q4_K by round to nearest (n a multiple of 256); see ggml_quant.cpp for how it differs from
+// llama-quantize's search.
+void quantize_row_q4_k(const float* src, BlockQ4_K* dst, int64_t n);
 
 
 }  // namespace eaglet::kernels

@@ -21,8 +21,9 @@ using MatmulBf16xBf16Fn = void (*)(const bf16_t* x, int64_t M, int64_t K, const 
 using MatmulFp8Fn = void (*)(const float* x, int64_t M, int64_t K, const uint8_t* w,
                              const Fp8Scales& scales, int64_t n0, int64_t n1, float* y, int64_t ldy);
 
-// GGUF Q8_0 / Q4_0 weights (`w`: N rows of K/32 blocks) against activations quantised per block
-// (kernels/ggml_quant.h): integer dot products per block, scaled and summed in F32.
+// GGUF block weights (`w`: N rows of blocks, interleaved in groups of 8 rows, ggml_interleave.h)
+// against activations quantised per 32 (kernels/ggml_quant.h): integer dot products per block,
+// scaled and summed in F32. n0 must be a multiple of 8; K of the block size (32 or 256).
 struct ActBlockQ8;
 using MatmulGgmlFn = void (*)(const ActBlockQ8* x, int64_t M, int64_t K, const void* w, int64_t n0, int64_t n1,
                               float* y, int64_t ldy);
@@ -44,6 +45,10 @@ struct IsaTable {
   void (*axpy_rows)(const float* w, const float* rows, int64_t stride, int64_t n, int64_t dim, float* out);
   MatmulGgmlFn matmul_q8_0;
   MatmulGgmlFn matmul_q4_0;
+  MatmulGgmlFn matmul_q4_k;
+  MatmulGgmlFn matmul_q6_k;
+  // x [M, K] to the activation blocks the two above read (every ISA gives the same codes).
+  void (*quantize_act)(const float* x, int64_t M, int64_t K, ActBlockQ8* out);
 };
 
 // The AVX2 GGUF-block matmuls, which the AVX-512 tables share (kernels/matmul_ggml_avx2.cpp).
@@ -52,6 +57,11 @@ void matmul_q8_0(const ActBlockQ8* x, int64_t M, int64_t K, const void* w, int64
                  int64_t ldy);
 void matmul_q4_0(const ActBlockQ8* x, int64_t M, int64_t K, const void* w, int64_t n0, int64_t n1, float* y,
                  int64_t ldy);
+void matmul_q4_k(const ActBlockQ8* x, int64_t M, int64_t K, const void* w, int64_t n0, int64_t n1, float* y,
+                 int64_t ldy);
+void matmul_q6_k(const ActBlockQ8* x, int64_t M, int64_t K, const void* w, int64_t n0, int64_t n1, float* y,
+                 int64_t ldy);
+void quantize_activations(const float* x, int64_t M, int64_t K, ActBlockQ8* out);
 }  // namespace avx2
 
 const IsaTable& scalar_table();

@@ -105,7 +105,8 @@ const IsaTable& avx2_table() {
   static const IsaTable t{Isa::Avx2, avx2::matmul_f32, avx2::matmul_bf16, nullptr,
                           avx2::dot, avx2::axpy, avx2::rmsnorm, scalar_table().silu_mul,
                           avx2::matmul_fp8, avx2::dot_rows, avx2::axpy_rows,
-                          avx2::matmul_q8_0, avx2::matmul_q4_0};
+                          avx2::matmul_q8_0, avx2::matmul_q4_0, avx2::matmul_q4_k, avx2::matmul_q6_k,
+                          avx2::quantize_activations};
   return t;
 }
 

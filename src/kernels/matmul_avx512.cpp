@@ -114,7 +114,8 @@ const IsaTable& avx512_table() {
   static const IsaTable t{Isa::Avx512, avx512::matmul_f32, avx512::matmul_bf16, nullptr,
                           avx512::dot, avx512::axpy, avx512::rmsnorm, scalar_table().silu_mul,
                           avx512::matmul_fp8, avx512::dot_rows, avx512::axpy_rows,
-                          avx2::matmul_q8_0, avx2::matmul_q4_0};
+                          avx2::matmul_q8_0, avx2::matmul_q4_0, avx2::matmul_q4_k, avx2::matmul_q6_k,
+                          avx2::quantize_activations};
   return t;
 }
 
@@ -122,7 +123,8 @@ const IsaTable& avx512bf16_table() {
   static const IsaTable t{Isa::Avx512Bf16, avx512::matmul_f32, avx512::matmul_bf16,
                           avx512::matmul_bf16_bf16, avx512::dot, avx512::axpy, avx512::rmsnorm,
                           scalar_table().silu_mul, avx512::matmul_fp8, avx512::dot_rows,
-                          avx512::axpy_rows, avx2::matmul_q8_0, avx2::matmul_q4_0};
+                          avx512::axpy_rows, avx2::matmul_q8_0, avx2::matmul_q4_0, avx2::matmul_q4_k, avx2::matmul_q6_k,
+                          avx2::quantize_activations};
   return t;
 }
 

@@ -30,7 +30,7 @@ struct WeightView {
 
   // Bytes a full pass over the matrix reads (scales included).
   size_t nbytes() const {
-    if (is_ggml_blocks(quant)) return size_t(rows) * size_t(ggml_row_bytes(quant, cols));
+    if (is_ggml_blocks(quant)) return size_t(ggml_matrix_bytes(quant, rows, cols));
     return size_t(rows) * size_t(cols) * dtype_size(dtype) + scale_bytes;
   }
   Fp8Scales fp8_scales() const { return Fp8Scales{quant, scales, cols}; }

@@ -18,13 +18,31 @@ enum class QuantScheme : uint8_t {
   None,        // dtype F32/BF16
   Fp8Block128, // F8_E4M3 + F32 scales [ceil(N/128), ceil(K/128)]
   Mxfp8,       // F8_E4M3 + U8 E8M0 scales [N, K/32]
-  Q8_0,        // dtype U8: GGUF Q8_0 blocks, K/32 per row (kernels/ggml_quant.h)
-  Q4_0,        // dtype U8: GGUF Q4_0 blocks, K/32 per row
+  Q8_0,        // dtype U8: GGUF blocks with their rows interleaved by 8 (kernels/ggml_interleave.h)
+  Q4_0,
+  Q4_K,
+  Q6_K,
 };
 
-// Bytes of one row of K weights stored as GGUF blocks (Q8_0, Q4_0).
-inline int64_t ggml_row_bytes(QuantScheme q, int64_t K) { return (K / 32) * (q == QuantScheme::Q8_0 ? 34 : 18); }
-inline bool is_ggml_blocks(QuantScheme q) { return q == QuantScheme::Q8_0 || q == QuantScheme::Q4_0; }
+inline bool is_ggml_blocks(QuantScheme q) {
+  return q == QuantScheme::Q8_0 || q == QuantScheme::Q4_0 || q == QuantScheme::Q4_K || q == QuantScheme::Q6_K;
+}
+// Weights per block along a row (K must be a multiple), and bytes per block of 8 interleaved rows.
+inline constexpr int64_t kGroupBytesQ4_K = 1184, kGroupBytesQ6_K = 2192;
+inline int64_t ggml_block_weights(QuantScheme q) { return q == QuantScheme::Q8_0 || q == QuantScheme::Q4_0 ? 32 : 256; }
+inline int64_t ggml_group_bytes(QuantScheme q) {
+  switch (q) {
+    case QuantScheme::Q8_0: return 8 * 34;
+    case QuantScheme::Q4_0: return 8 * 18;
+    case QuantScheme::Q4_K: return kGroupBytesQ4_K;
+    case QuantScheme::Q6_K: return kGroupBytesQ6_K;
+    default: return 0;
+  }
+}
+// Bytes of a whole interleaved matrix: rows padded to a whole group of 8.
+inline int64_t ggml_matrix_bytes(QuantScheme q, int64_t rows, int64_t K) {
+  return (rows + 7) / 8 * (K / ggml_block_weights(q)) * ggml_group_bytes(q);
+}
 
 inline constexpr int kMxGroup = 32;    // inputs per MXFP8 scale
 inline constexpr int kFp8Block = 128;  // rows and columns per FP8 block scale

@@ -2,6 +2,7 @@
 // paths are tested against. Also the fallback on CPUs without AVX2.
 #include <cmath>
 
+#include "kernels/ggml_interleave.h"
 #include "kernels/ggml_quant.h"
 #include "kernels/isa_table.h"
 
@@ -78,36 +79,80 @@ void matmul_fp8(const float* x, int64_t M, int64_t K, const uint8_t* w, const Fp
     }
 }
 
-// Per output: for each block, the exact integer dot product scaled by both block scales, summed
-// over blocks in order.
-template <class Block, class Code>
-void matmul_blocks(const ActBlockQ8* x, int64_t M, int64_t K, const void* w, int64_t n0, int64_t n1, float* y,
-                   int64_t ldy, Code code) {
-  const int64_t nb = K / 32;
-  const Block* W = static_cast<const Block*>(w);
+// Per output: for each block, the exact integer dot product times (weight scale * activation
+// scale), accumulated with one fused multiply-add per block in block order (Q4_K: a second one
+// takes the block's min off): the operation sequence of the SIMD kernels, lane for lane, so
+// every ISA gives the same bits. `block_dot(g, lane, b32, a, acc)` adds 32-weight block b32 of
+// the group block g.
+template <class Group, int kBlocks, class BlockDot>
+void matmul_groups(const ActBlockQ8* x, int64_t M, int64_t K, const void* w, int64_t n0, int64_t n1, float* y,
+                   int64_t ldy, BlockDot block_dot) {
+  const int64_t nbx = K / 32, nb = nbx / kBlocks;
+  const Group* W = static_cast<const Group*>(w);
   for (int64_t m = 0; m < M; ++m)
     for (int64_t n = n0; n < n1; ++n) {
+      const int lane = int(n % kRowGroup);
       float acc = 0;
-      for (int64_t b = 0; b < nb; ++b) {
-        const Block& wb = W[n * nb + b];
-        const ActBlockQ8& a = x[m * nb + b];
-        int32_t s = 0;
-        for (int j = 0; j < 32; ++j) s += code(wb, j) * int32_t(a.q[j]);
-        acc += f16_to_f32(wb.d) * a.d * float(s);
-      }
+      for (int64_t b = 0; b < nb; ++b)
+        for (int i = 0; i < kBlocks; ++i) block_dot(W[(n / kRowGroup) * nb + b], lane, i, x[m * nbx + b * kBlocks + i], acc);
       y[m * ldy + n] = acc;
     }
 }
 
+// Code j of `lane` in chunk c (4 codes of each of the 8 rows per chunk).
+template <class T>
+inline int32_t code(const T (*chunks)[32], int c, int lane, int j) { return int32_t(chunks[c][4 * lane + j]); }
+
 void matmul_q8_0(const ActBlockQ8* x, int64_t M, int64_t K, const void* w, int64_t n0, int64_t n1, float* y,
                  int64_t ldy) {
-  matmul_blocks<BlockQ8_0>(x, M, K, w, n0, n1, y, ldy, [](const BlockQ8_0& b, int j) { return int32_t(b.q[j]); });
+  matmul_groups<BlockQ8_0x8, 1>(x, M, K, w, n0, n1, y, ldy,
+                                [](const BlockQ8_0x8& g, int lane, int, const ActBlockQ8& a, float& acc) {
+    int32_t s = 0;
+    for (int j = 0; j < 32; ++j) s += code(g.q, j / 4, lane, j % 4) * a.q[j];
+    acc = std::fma(f16_to_f32(g.d[lane]) * a.d, float(s), acc);
+  });
 }
 
 void matmul_q4_0(const ActBlockQ8* x, int64_t M, int64_t K, const void* w, int64_t n0, int64_t n1, float* y,
                  int64_t ldy) {
-  matmul_blocks<BlockQ4_0>(x, M, K, w, n0, n1, y, ldy, [](const BlockQ4_0& b, int j) {
-    return int32_t(j < 16 ? b.q[j] & 0xF : b.q[j - 16] >> 4) - 8;
+  matmul_groups<BlockQ4_0x8, 1>(x, M, K, w, n0, n1, y, ldy,
+                                [](const BlockQ4_0x8& g, int lane, int, const ActBlockQ8& a, float& acc) {
+    int32_t s = 0;
+    for (int j = 0; j < 32; ++j) {
+      const int32_t byte = code(g.q, j % 16 / 4, lane, j % 4);
+      s += ((j < 16 ? byte & 0xF : byte >> 4) - 8) * a.q[j];
+    }
+    acc = std::fma(f16_to_f32(g.d[lane]) * a.d, float(s), acc);
+  });
+}
+
+void matmul_q4_k(const ActBlockQ8* x, int64_t M, int64_t K, const void* w, int64_t n0, int64_t n1, float* y,
+                 int64_t ldy) {
+  matmul_groups<BlockQ4_Kx8, 8>(x, M, K, w, n0, n1, y, ldy,
+                                [](const BlockQ4_Kx8& g, int lane, int sub, const ActBlockQ8& a, float& acc) {
+    int32_t s = 0;
+    for (int j = 0; j < 32; ++j) {
+      const int32_t byte = code(g.q[sub / 2], j / 4, lane, j % 4);
+      s += (sub % 2 ? byte >> 4 : byte & 0xF) * a.q[j];
+    }
+    const float scale = f16_to_f32(g.d[lane]) * float(g.scales[sub][lane]);
+    const float min = f16_to_f32(g.dmin[lane]) * float(g.mins[sub][lane]);
+    acc = std::fma(scale * a.d, float(s), acc);
+    acc = std::fma(-(min * a.d), float(a.sum), acc);
+  });
+}
+
+// Two sub-blocks of 16 weights, each with its own scale, per block of 32 activations.
+void matmul_q6_k(const ActBlockQ8* x, int64_t M, int64_t K, const void* w, int64_t n0, int64_t n1, float* y,
+                 int64_t ldy) {
+  matmul_groups<BlockQ6_Kx8, 8>(x, M, K, w, n0, n1, y, ldy,
+                                [](const BlockQ6_Kx8& g, int lane, int b32, const ActBlockQ8& a, float& acc) {
+    for (int h = 2 * b32; h < 2 * b32 + 2; ++h) {
+      int32_t s = 0;
+      for (int j = 0; j < 16; ++j) s += code(g.q, 4 * h + j / 4, lane, j % 4) * a.q[16 * (h % 2) + j];
+      const float scale = f16_to_f32(g.d[lane]) * float(g.scales[h][lane]);
+      acc = std::fma(scale * a.d, float(s), acc);
+    }
   });
 }
 
@@ -116,7 +161,7 @@ void matmul_q4_0(const ActBlockQ8* x, int64_t M, int64_t K, const void* w, int64
 const IsaTable& scalar_table() {
   static const IsaTable t{Isa::Scalar, matmul_f32, matmul_bf16, matmul_bf16_bf16, dot,      axpy,
                           rmsnorm,     silu_mul,   matmul_fp8,  dot_rows,         axpy_rows,
-                          matmul_q8_0, matmul_q4_0};
+                          matmul_q8_0, matmul_q4_0, matmul_q4_k, matmul_q6_k, quantize_activations};
   return t;
 }
 

@@ -7,6 +7,7 @@
 
 #include "core/error.h"
 #include "core/thread_pool.h"
+#include "kernels/ggml_interleave.h"
 
 namespace eaglet {
 
@@ -88,16 +89,19 @@ size_t DecoderModel::weight_bytes_per_token() const {
 void DecoderModel::quantize_weights(kernels::QuantScheme scheme) {
   if (scheme == kernels::QuantScheme::None) return;
   ThreadPool pool(0);  // loading: every core
-  // A matrix whose rows are not whole 32-weight blocks stays as loaded (as llama-quantize falls
-  // back to another type for such tensors).
+  // A matrix whose rows are not whole blocks (32 weights, Q4_K 256) stays as loaded (as
+  // llama-quantize falls back to another type for such tensors).
+  const int64_t block = kernels::ggml_block_weights(scheme);
   int kept = 0;
   for (auto& L : layers_)
     for (kernels::WeightView* w : {&L.q, &L.k, &L.v, &L.o, &L.gate, &L.up, &L.down}) {
-      if (w->cols % 32 == 0) *w = weights_.quantized(*w, scheme, pool);
+      if (w->cols % block == 0) *w = weights_.quantized(*w, scheme, pool);
       else ++kept;
     }
-  const char* name = scheme == kernels::QuantScheme::Q8_0 ? "Q8_0" : "Q4_0";
-  if (kept) spdlog::warn("--quantize: {} matrices have rows that are not whole 32-weight blocks and stay {}", kept, cfg_.dtype_name);
+  const char* name = kernels::ggml_type_info(uint32_t(kernels::ggml_type_of(scheme)))->name;
+  if (kept)
+    spdlog::warn("--quantize: {} matrices have rows that are not whole {}-weight blocks and stay {}", kept, block,
+                 cfg_.dtype_name);
   cfg_.dtype_name = kept ? cfg_.dtype_name + "+" + name : name;
 }
 

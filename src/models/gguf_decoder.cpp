@@ -1,8 +1,9 @@
 // Llama-family models from llama.cpp's GGUF files (`llama`, `qwen2`, `qwen3`). The metadata is
 // turned into the Hugging Face config fields, so config checks, RoPE and the decoder are the
-// safetensors path's own; tensors become weight views: F32, BF16, Q8_0 and Q4_0 used in place from
-// the mapping, F16, Q4_K and Q6_K (and a quantised embedding table, which lookups read as floats)
-// decoded to F32 at load.
+// safetensors path's own; tensors become weight views: F32 and BF16 used in place from the
+// mapping, Q8_0, Q4_0, Q4_K and Q6_K copied once into the kernels' layout of rows interleaved by 8
+// (kernels/ggml_interleave.h), F16 (and a quantised embedding table, which lookups read as
+// floats) decoded to F32 at load.
 //
 // llama.cpp's converter permutes the q and k rows of `llama` models for its interleaved RoPE
 // (within each head, HF row half * hd/2 + i becomes row 2i + half); they are put back in Hugging
@@ -13,6 +14,7 @@
 
 #include "core/error.h"
 #include "io/gguf.h"
+#include "kernels/ggml_interleave.h"
 #include "kernels/ggml_quant.h"
 #include "models/decoder.h"
 
@@ -41,15 +43,14 @@ class GgufWeights {
     const GgufTensor& t = shaped(name, {cols, rows});
     using kernels::GgmlType;
     kernels::WeightView v;
-    switch (GgmlType(t.type)) {
-      case GgmlType::F32: v = {DType::F32, t.data, rows, cols}; break;
-      case GgmlType::BF16: v = {DType::BF16, t.data, rows, cols}; break;
-      case GgmlType::Q8_0: v = {DType::U8, t.data, rows, cols, kernels::QuantScheme::Q8_0}; break;
-      case GgmlType::Q4_0: v = {DType::U8, t.data, rows, cols, kernels::QuantScheme::Q4_0}; break;
-      default: v = store_->own(decoded(t), rows, cols);
-    }
-    if (floats && v.dtype == DType::U8) v = store_->own(decoded(t), rows, cols);
+    const kernels::QuantScheme blocks = kernels::interleaved_scheme(GgmlType(t.type));
+    if (GgmlType(t.type) == GgmlType::F32) v = {DType::F32, t.data, rows, cols};
+    else if (GgmlType(t.type) == GgmlType::BF16) v = {DType::BF16, t.data, rows, cols};
+    else if (blocks != kernels::QuantScheme::None && !floats) v = {DType::U8, t.data, rows, cols, blocks};
+    else v = store_->own(decoded(t), rows, cols);  // F16, and block tables read as floats (embeddings)
     if (heads > 0) v = unpermute(v, heads);
+    if (v.dtype == DType::U8)  // the kernels read block rows interleaved by 8
+      v.data = store_->own_bytes(kernels::interleave_rows(GgmlType(t.type), v.data, rows, cols));
     return v;
   }
 
@@ -80,10 +81,12 @@ class GgufWeights {
     return out;
   }
 
+  // On the file's row layout (before interleaving).
   kernels::WeightView unpermute(kernels::WeightView v, int heads) {
-    const size_t row_bytes = v.nbytes() / size_t(v.rows);
+    const size_t row_bytes = v.dtype == DType::U8 ? kernels::ggml_row_bytes(kernels::ggml_type_of(v.quant), v.cols)
+                                                  : size_t(v.cols) * dtype_size(v.dtype);
     const int64_t hd = v.rows / heads, half = hd / 2;
-    std::vector<uint8_t> out(v.nbytes());
+    std::vector<uint8_t> out(row_bytes * size_t(v.rows));
     const auto* src = static_cast<const uint8_t*>(v.data);
     for (int64_t h = 0; h < heads; ++h)
       for (int64_t r = 0; r < hd; ++r) {  // HF row r of head h comes from GGUF row 2 * (r % half) + r / half

@@ -49,7 +49,8 @@ kernels::QuantScheme parse_quantize_option(const std::string& s) {
   if (s.empty() || s == "none") return kernels::QuantScheme::None;
   if (s == "q8_0") return kernels::QuantScheme::Q8_0;
   if (s == "q4_0") return kernels::QuantScheme::Q4_0;
-  fail("--quantize '{}': expected q8_0, q4_0 or none", s);
+  if (s == "q4_k") return kernels::QuantScheme::Q4_K;
+  fail("--quantize '{}': expected q8_0, q4_0, q4_k or none", s);
 }
 
 }  // namespace eaglet

@@ -2,6 +2,7 @@
 
 #include "core/error.h"
 #include "core/thread_pool.h"
+#include "kernels/ggml_interleave.h"
 #include "kernels/ggml_quant.h"
 
 namespace eaglet {
@@ -57,23 +58,30 @@ kernels::WeightView WeightStore::own(std::vector<float> data, int64_t rows, int6
 kernels::WeightView WeightStore::quantized(const kernels::WeightView& w, kernels::QuantScheme scheme,
                                            ThreadPool& pool) {
   using namespace kernels;
-  EAGLET_CHECK(is_ggml_blocks(scheme), "internal: quantized() takes Q8_0 or Q4_0");
-  EAGLET_CHECK(w.cols % 32 == 0, "--quantize: a matrix of {} columns is not a whole number of 32-weight blocks",
-               w.cols);
+  EAGLET_CHECK(scheme == QuantScheme::Q8_0 || scheme == QuantScheme::Q4_0 || scheme == QuantScheme::Q4_K,
+               "internal: quantized() takes Q8_0, Q4_0 or Q4_K");
+  const GgmlType type = ggml_type_of(scheme);
+  const int64_t block = ggml_block_weights(scheme);
+  EAGLET_CHECK(w.cols % block == 0, "--quantize: a matrix of {} columns is not a whole number of {}-weight blocks",
+               w.cols, block);
   EAGLET_CHECK(w.dtype == DType::F32 || w.dtype == DType::BF16,
                "--quantize: only F32/BF16 weights can be quantised (this matrix is {})", dtype_name(w.dtype));
-  const int64_t row_bytes = ggml_row_bytes(scheme, w.cols);
+  const int64_t row_bytes = int64_t(ggml_row_bytes(type, w.cols));
   std::vector<uint8_t> bytes(size_t(w.rows * row_bytes));
   pool.parallel_for(w.rows, [&](int64_t r0, int64_t r1, int) {
     std::vector<float> row(size_t(w.cols));
     for (int64_t r = r0; r < r1; ++r) {
       to_f32(w.dtype, static_cast<const char*>(w.data) + r * w.cols * int64_t(dtype_size(w.dtype)), row.data(), w.cols);
       uint8_t* out = bytes.data() + r * row_bytes;
-      if (scheme == QuantScheme::Q8_0) quantize_row_q8_0(row.data(), reinterpret_cast<BlockQ8_0*>(out), w.cols);
-      else quantize_row_q4_0(row.data(), reinterpret_cast<BlockQ4_0*>(out), w.cols);
+      switch (scheme) {
+        case QuantScheme::Q8_0: quantize_row_q8_0(row.data(), reinterpret_cast<BlockQ8_0*>(out), w.cols); break;
+        case QuantScheme::Q4_0: quantize_row_q4_0(row.data(), reinterpret_cast<BlockQ4_0*>(out), w.cols); break;
+        default: quantize_row_q4_k(row.data(), reinterpret_cast<BlockQ4_K*>(out), w.cols); break;
+      }
     }
   }, 16);
-  return WeightView{DType::U8, own_bytes(std::move(bytes)), w.rows, w.cols, scheme};
+  return WeightView{DType::U8, own_bytes(interleave_rows(type, bytes.data(), w.rows, w.cols)), w.rows, w.cols,
+                    scheme};
 }
 
 const uint8_t* WeightStore::own_bytes(std::vector<uint8_t> bytes) {
