@@ -10,6 +10,8 @@
 #include "engine/generator.h"
 #include "io/gguf.h"
 #include "kernels/ggml_quant.h"
+#include "models/eagle3.h"
+#include "support/gguf_writer.h"
 #include "support/test_util.h"
 
 namespace eaglet {
@@ -69,6 +71,54 @@ TEST(GgufFromLlamaCpp, LlamaQuantizeBlocksEqualEaglets) {
     // unrelated to the model's would be ~1.4.
     EXPECT_LT(std::sqrt(num / den), type == kernels::GgmlType::Q8_0 ? 0.15 : 0.7) << file;
   }
+}
+
+// All draft logits and next states over 5 positions and one step on the draft's own state.
+std::vector<float> draft_outputs(const Eagle3Draft& d) {
+  const auto& c = d.config();
+  const int T = 5;
+  std::vector<float> aux(size_t(T * 3 * c.target_hidden));
+  for (size_t i = 0; i < aux.size(); ++i) aux[i] = std::sin(0.37f * float(i));
+  KvCache cache(d.kv_shape(4, 16));
+  const SeqId s = cache.create();
+  std::vector<float> g(size_t(T * c.hidden)), out(g.size()), logits, step_logits, out2(size_t(c.hidden));
+  d.fuse_aux(test::pool(), aux.data(), T, g.data());
+  d.forward(test::pool(), cache, {Eagle3Rows{s, {3, 17, 40, 8, 61}}}, g.data(), out.data(), &logits, true);
+  d.forward(test::pool(), cache, {Eagle3Rows{s, {22}}}, out.data() + (T - 1) * c.hidden, out2.data(), &step_logits);
+  logits.insert(logits.end(), out.begin(), out.end());
+  logits.insert(logits.end(), step_logits.begin(), step_logits.end());
+  logits.insert(logits.end(), out2.begin(), out2.end());
+  return logits;
+}
+
+// llama.cpp's converter on an EAGLE-3 draft (architecture eagle3): q/k permuted for its RoPE, d2t
+// rewritten to absolute ids, aux ids as metadata. Loaded back, it is the checkpoint's draft.
+TEST(GgufFromLlamaCpp, ConvertedEagle3DraftEqualsItsCheckpointBitwise) {
+  auto target = load_model(data("llama"));
+  auto hf = Eagle3Draft::load(data("llama-eagle3"), *target);
+  auto gguf = Eagle3Draft::load(data("llama-eagle3.gguf"), *target);
+  EXPECT_EQ(gguf->config().aux_layers, hf->config().aux_layers);
+  ASSERT_EQ(gguf->config().draft_vocab, 48);
+  int remapped = 0;
+  for (int i = 0; i < 48; ++i) {
+    EXPECT_EQ(gguf->to_target_id(i), hf->to_target_id(i)) << i;
+    remapped += hf->to_target_id(i) != i;
+  }
+  EXPECT_GT(remapped, 0);  // the fixture's d2t is not the identity
+  EXPECT_EQ(draft_outputs(*gguf), draft_outputs(*hf));
+}
+
+TEST(GgufFromLlamaCpp, DraftFilesThatAreNotEagle3DraftsAreNamed) {
+  auto target = load_model(data("llama"));
+  test::expect_mentions(test::error_of([&] { Eagle3Draft::load(data("llama.gguf"), *target); }),
+                        {"llama.gguf", "'llama'", "eagle3"});
+  test::TempDir d;
+  const std::string bad = d.file("no-layers.gguf");
+  test::write_gguf(bad, {{"general.architecture", "eagle3"}, {"eagle3.embedding_length", 32},
+                         {"eagle3.feed_forward_length", 64}, {"eagle3.block_count", 1},
+                         {"eagle3.attention.head_count", 2}, {"eagle3.attention.layer_norm_rms_epsilon", 1e-5}},
+                   {});
+  test::expect_mentions(test::error_of([&] { Eagle3Draft::load(bad, *target); }), {bad, "eagle3.target_layers"});
 }
 
 }  // namespace

@@ -11,7 +11,7 @@
 namespace eaglet::cli {
 
 void add_common_options(CLI::App* cmd, CommonOptions* o) {
-  cmd->add_option("-m,--model", o->model_dir, "Hugging Face model directory (default: built-in random model)");
+  cmd->add_option("-m,--model", o->model_dir, "Hugging Face model directory or llama.cpp .gguf file (default: built-in random model)");
   cmd->add_option("--threads", o->threads, "worker threads (default: cores available)")->check(CLI::NonNegativeNumber);
   cmd->add_flag("--no-mmap", o->no_mmap, "read weights into memory at load instead of mapping the files");
   cmd->add_option("--quantize", o->quantize,
@@ -21,7 +21,7 @@ void add_common_options(CLI::App* cmd, CommonOptions* o) {
 ModelBundle load_target(const CommonOptions& o) { return load_bundle(o.model_dir, parse_quantize_option(o.quantize)); }
 
 void add_spec_options(CLI::App* cmd, SpecOptions* o) {
-  cmd->add_option("--draft", o->draft_dir, "EAGLE-3 draft directory (LlamaForCausalLMEagle3 / Eagle3Speculator)");
+  cmd->add_option("--draft", o->draft_dir, "EAGLE-3 draft: a Hugging Face directory (LlamaForCausalLMEagle3 / Eagle3Speculator) or llama.cpp's eagle3 .gguf");
   cmd->add_option("--spec-method", o->method, "eagle3 | ngram | none (default: eagle3 with --draft, else none)");
   cmd->add_option("-k,--num-speculative-tokens", o->num_speculative_tokens,
                   "draft a chain of k tokens per step (0 = off; default: --draft-shape auto)")

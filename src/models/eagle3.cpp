@@ -62,7 +62,14 @@ Eagle3Config parse_eagle3_config(const JsonConfig& top, int target_layers, AuxNu
   return c;
 }
 
-std::unique_ptr<Eagle3Draft> Eagle3Draft::load(const std::string& dir, const Model& target, AuxNumbering numbering) {
+bool eagle3_layer_tensor(const std::string& name) {
+  return name.starts_with("self_attn.") || name.starts_with("mlp.") || name.ends_with("layernorm.weight") ||
+         name == "hidden_norm.weight";
+}
+
+std::unique_ptr<Eagle3Draft> Eagle3Draft::load(const std::string& path, const Model& target, AuxNumbering numbering) {
+  if (path.size() > 5 && path.ends_with(".gguf")) return load_gguf(path, target);
+  const std::string& dir = path;
   JsonConfig cfg = JsonConfig::load(dir + "/config.json");
   Eagle3Config c = parse_eagle3_config(cfg, target.config().num_layers, numbering);
   auto ckpt = std::make_shared<Checkpoint>(Checkpoint::open_dir(dir));
@@ -73,57 +80,71 @@ std::unique_ptr<Eagle3Draft> Eagle3Draft::load(const std::string& dir, const Mod
   return std::make_unique<Eagle3Draft>(c, Rope::from_config(layer, c.head_dim), WeightStore(ckpt), target);
 }
 
-Eagle3Draft::Eagle3Draft(Eagle3Config cfg, Rope rope, WeightStore weights, const Model& target)
-    : cfg_(std::move(cfg)), rope_(std::move(rope)), weights_(std::move(weights)), target_(target) {
+Eagle3Draft::Eagle3Draft(Eagle3Config cfg, Rope rope, const Model& target, Unloaded)
+    : cfg_(std::move(cfg)), rope_(std::move(rope)), target_(target) {
   attn_ = {cfg_.num_heads, cfg_.num_kv_heads, cfg_.head_dim};
-  load_weights();
 }
 
-void Eagle3Draft::load_weights() {
+Eagle3Draft::Eagle3Draft(Eagle3Config cfg, Rope rope, WeightStore weights, const Model& target)
+    : Eagle3Draft(std::move(cfg), std::move(rope), target, Unloaded{}) {
+  weights_ = std::move(weights);
+  Eagle3TensorSource src;
+  src.where = weights_.checkpoint().where();
+  auto key = [&](const std::string& name) { return eagle3_layer_tensor(name) ? cfg_.key_prefix + name : name; };
+  src.has = [&](const std::string& name) { return weights_.has(key(name)); };
+  src.matrix = [&](const std::string& name, int64_t rows, int64_t cols) { return weights_.matrix(key(name), rows, cols); };
+  src.vector = [&](const std::string& name, int64_t n) { return weights_.vector(key(name), n); };
+  src.d2t = [&](int64_t n) {
+    const TensorInfo& t = weights_.checkpoint().get("d2t", {n}, {DType::I64});
+    const auto* p = reinterpret_cast<const int64_t*>(t.data);
+    return std::vector<int64_t>(p, p + n);
+  };
+  load_weights(src);
+}
+
+void Eagle3Draft::load_weights(const Eagle3TensorSource& src) {
   const auto& tc = target_.config();
   const int64_t H = cfg_.hidden, Ht = cfg_.target_hidden, I = cfg_.intermediate, hd = cfg_.head_dim;
   const int64_t qd = cfg_.num_heads * hd, kvd = cfg_.num_kv_heads * hd;
-  const std::string& P = cfg_.key_prefix;
-  const std::string where = weights_.checkpoint().where();
+  const std::string& where = src.where;
   EAGLET_CHECK(cfg_.vocab == tc.vocab, "{}: draft vocab_size {} differs from the target's {}", where, cfg_.vocab, tc.vocab);
   EAGLET_CHECK(Ht == tc.hidden, "{}: draft target_hidden_size {} differs from the target's hidden size {}", where, Ht,
                tc.hidden);
-  fc_ = weights_.matrix("fc.weight", H, 3 * Ht);
-  q_ = weights_.matrix(P + "self_attn.q_proj.weight", qd, 2 * H);
-  k_ = weights_.matrix(P + "self_attn.k_proj.weight", kvd, 2 * H);
-  v_ = weights_.matrix(P + "self_attn.v_proj.weight", kvd, 2 * H);
-  o_ = weights_.matrix(P + "self_attn.o_proj.weight", H, qd);
-  gate_ = weights_.matrix(P + "mlp.gate_proj.weight", I, H);
-  up_ = weights_.matrix(P + "mlp.up_proj.weight", I, H);
-  down_ = weights_.matrix(P + "mlp.down_proj.weight", H, I);
-  input_ln_ = weights_.vector(P + "input_layernorm.weight", H);
-  hidden_norm_ = weights_.vector(P + "hidden_norm.weight", H);
-  post_ln_ = weights_.vector(P + "post_attention_layernorm.weight", H);
-  norm_ = weights_.vector("norm.weight", H);
+  fc_ = src.matrix("fc.weight", H, 3 * Ht);
+  q_ = src.matrix("self_attn.q_proj.weight", qd, 2 * H);
+  k_ = src.matrix("self_attn.k_proj.weight", kvd, 2 * H);
+  v_ = src.matrix("self_attn.v_proj.weight", kvd, 2 * H);
+  o_ = src.matrix("self_attn.o_proj.weight", H, qd);
+  gate_ = src.matrix("mlp.gate_proj.weight", I, H);
+  up_ = src.matrix("mlp.up_proj.weight", I, H);
+  down_ = src.matrix("mlp.down_proj.weight", H, I);
+  input_ln_ = src.vector("input_layernorm.weight", H);
+  hidden_norm_ = src.vector("hidden_norm.weight", H);
+  post_ln_ = src.vector("post_attention_layernorm.weight", H);
+  norm_ = src.vector("norm.weight", H);
   if (cfg_.attention_bias) {
-    q_bias_ = weights_.vector(P + "self_attn.q_proj.bias", qd);
-    k_bias_ = weights_.vector(P + "self_attn.k_proj.bias", kvd);
-    v_bias_ = weights_.vector(P + "self_attn.v_proj.bias", kvd);
+    q_bias_ = src.vector("self_attn.q_proj.bias", qd);
+    k_bias_ = src.vector("self_attn.k_proj.bias", kvd);
+    v_bias_ = src.vector("self_attn.v_proj.bias", kvd);
   }
-  if (cfg_.norm_before_fc) input_norm_ = weights_.vector("input_norm.weight", 3 * Ht);
+  if (cfg_.norm_before_fc) input_norm_ = src.vector("input_norm.weight", 3 * Ht);
   if (cfg_.fc_norm)
-    for (int i = 0; i < 3; ++i) fc_norms_[i] = weights_.vector("fc_norm." + std::to_string(i) + ".weight", Ht);
-  if (weights_.has("lm_head.weight")) {
-    lm_head_ = weights_.matrix("lm_head.weight", cfg_.draft_vocab, H);
+    for (int i = 0; i < 3; ++i) fc_norms_[i] = src.vector("fc_norm." + std::to_string(i) + ".weight", Ht);
+  if (src.has("lm_head.weight")) {
+    lm_head_ = src.matrix("lm_head.weight", cfg_.draft_vocab, H);
   } else {
     EAGLET_CHECK(cfg_.draft_vocab == tc.vocab && H == tc.hidden,
                  "{}: missing tensor 'lm_head.weight' and the target's lm_head [{}, {}] does not fit the draft", where,
                  tc.vocab, tc.hidden);
     lm_head_ = target_.lm_head();
   }
-  own_embed_ = weights_.has("embed_tokens.weight");
-  if (own_embed_) embed_ = weights_.matrix("embed_tokens.weight", cfg_.vocab, H);
+  own_embed_ = src.has("embed_tokens.weight");
+  if (own_embed_) embed_ = src.matrix("embed_tokens.weight", cfg_.vocab, H);
   else
     EAGLET_CHECK(H == tc.hidden, "{}: no 'embed_tokens.weight' and the target's embedding width {} differs from the "
                  "draft hidden size {}", where, tc.hidden, H);
-  if (weights_.has("d2t")) {
-    const TensorInfo& t = weights_.checkpoint().get("d2t", {cfg_.draft_vocab}, {DType::I64});
-    d2t_.assign(reinterpret_cast<const int64_t*>(t.data), reinterpret_cast<const int64_t*>(t.data) + cfg_.draft_vocab);
+  if (src.has("d2t")) {
+    d2t_ = src.d2t(cfg_.draft_vocab);
     for (int i = 0; i < cfg_.draft_vocab; ++i)
       EAGLET_CHECK(i + d2t_[size_t(i)] >= 0 && i + d2t_[size_t(i)] < cfg_.vocab,
                    "{}: d2t[{}] = {} maps outside the target vocabulary", where, i, d2t_[size_t(i)]);

@@ -3,6 +3,7 @@
 // fc(concat of three target hidden states) at the first step and the draft's own output after.
 // Loads every key/config variant real checkpoints use (see ../shared/docs/eagle3-reference.md §3).
 #pragma once
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -43,12 +44,25 @@ struct Eagle3Rows {
   std::vector<TokenSlot> slots = {};
 };
 
+// The draft's tensors by their Hugging Face names (without the layer prefix), wherever they are
+// stored: a safetensors checkpoint, or a GGUF file whose names the loader translates.
+struct Eagle3TensorSource {
+  std::string where;
+  std::function<bool(const std::string&)> has;
+  std::function<kernels::WeightView(const std::string&, int64_t rows, int64_t cols)> matrix;
+  std::function<std::vector<float>(const std::string&, int64_t n)> vector;
+  std::function<std::vector<int64_t>(int64_t n)> d2t;  // offsets: target id - draft id
+};
+
 class Eagle3Draft {
  public:
-  // `target` supplies embed_tokens / lm_head when the draft has none, and its layer count for the
-  // default aux ids. `numbering` says how the config's aux ids are counted.
-  static std::unique_ptr<Eagle3Draft> load(const std::string& dir, const Model& target,
+  // `path`: a Hugging Face directory, or a `.gguf` file made by llama.cpp's converter (architecture
+  // `eagle3`, aux ids in its "input of layer" numbering, so `numbering` does not apply). `target`
+  // supplies embed_tokens / lm_head when the draft has none, and its layer count for the default
+  // aux ids. `numbering` says how the config's aux ids are counted.
+  static std::unique_ptr<Eagle3Draft> load(const std::string& path, const Model& target,
                                            AuxNumbering numbering = AuxNumbering::Input);
+  static std::unique_ptr<Eagle3Draft> load_gguf(const std::string& path, const Model& target);
   // For tests and the trainer's export check: built from an already-parsed config and weights.
   Eagle3Draft(Eagle3Config cfg, Rope rope, WeightStore weights, const Model& target);
 
@@ -66,7 +80,9 @@ class Eagle3Draft {
   size_t weight_bytes() const;
 
  private:
-  void load_weights();
+  struct Unloaded {};
+  Eagle3Draft(Eagle3Config cfg, Rope rope, const Model& target, Unloaded);
+  void load_weights(const Eagle3TensorSource& src);
 
   Eagle3Config cfg_;
   Rope rope_;
@@ -85,6 +101,10 @@ class Eagle3Draft {
   };
   mutable ScratchPool<Scratch> scratch_;
 };
+
+// Whether a Hugging Face tensor name (without prefix) belongs to the decoder layer
+// ("midlayer." / "layers.0." in checkpoints, "blk.0." in GGUF) rather than to the draft as a whole.
+bool eagle3_layer_tensor(const std::string& name);
 
 // Parses a draft config.json (either flavour); exposed for tests.
 Eagle3Config parse_eagle3_config(const JsonConfig& cfg, int target_layers, AuxNumbering numbering);

@@ -1,7 +1,8 @@
 # Runs llama.cpp's convert_hf_to_gguf.py on Debian 12 (python3-torch 1.13 and python3-numpy from
 # apt; no transformers, tqdm or sentencepiece there):
 #   LLAMA_CPP_DIR=/path/to/llama.cpp /usr/bin/python3 tools/llamacpp/convert_hf_to_gguf_debian.py \
-#       HF_DIR --outtype f32|bf16 --outfile OUT.gguf
+#       HF_DIR --outtype f32|bf16 --outfile OUT.gguf [--target-model-dir TARGET_DIR]
+# (an EAGLE-3 draft needs --target-model-dir: the converter reads the target's config and vocabulary).
 # The converter itself writes every tensor (names, llama's q/k permutation, shapes, types). Only
 # the vocabulary is written here, from tokenizer.json (an SPM-style BPE with byte fallback, which
 # llama.cpp reads through transformers), or placeholder tokens for test models without one. The
@@ -22,10 +23,12 @@ import convert_hf_to_gguf as c
 
 def set_vocab(self):
     n = self.hparams['vocab_size']
-    if not (self.dir_model / 'tokenizer.json').is_file():  # test models: placeholder tokens
+    # EAGLE-3 drafts (--target-model-dir) carry the target's vocabulary, as the converter's own set_vocab does.
+    src = self.target_model_dir if getattr(self, 'is_eagle3', False) and self.target_model_dir else self.dir_model
+    if not (src / 'tokenizer.json').is_file():  # test models: placeholder tokens
         tj = {'model': {'vocab': {f'<0x{i:02X}>' if 3 <= i < 3 + 256 else f'[T{i}]': i for i in range(n)}}}
     else:
-        tj = json.load(open(self.dir_model / 'tokenizer.json'))
+        tj = json.load(open(src / 'tokenizer.json'))
     vocab = tj['model']['vocab']
     n = self.hparams['vocab_size']
     tokens = [f'[PAD{i}]' for i in range(n)]

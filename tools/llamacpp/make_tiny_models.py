@@ -5,9 +5,11 @@ import numpy as np
 
 def write_safetensors(path, tensors):
     header, off, blobs = {}, 0, []
+    kinds = {np.dtype('int64'): ('I64', '<i8'), np.dtype('bool'): ('BOOL', '|b1')}
     for name, a in tensors:
-        b = a.astype('<f4').tobytes()
-        header[name] = {"dtype": "F32", "shape": list(a.shape), "data_offsets": [off, off + len(b)]}
+        dtype, code = kinds.get(a.dtype, ('F32', '<f4'))
+        b = a.astype(code).tobytes()
+        header[name] = {"dtype": dtype, "shape": list(a.shape), "data_offsets": [off, off + len(b)]}
         off += len(b); blobs.append(b)
     h = json.dumps(header).encode()
     h += b' ' * ((8 - len(h) % 8) % 8)
@@ -41,5 +43,33 @@ def make(arch, out, seed):
             t += [(p + "self_attn.q_norm.weight", 1 + r(hd)), (p + "self_attn.k_norm.weight", 1 + r(hd))]
     write_safetensors(out + '/model.safetensors', t)
 
+# An EAGLE-3 draft for the tiny llama (TorchSpec/EAGLE key layout, "midlayer."), with a reduced
+# draft vocabulary (d2t offsets, t2d mask) and GQA, so the conversion's q/k permutation and its
+# d2t rewrite (offsets -> absolute ids) are both exercised.
+def make_draft(out, seed):
+    rng = np.random.default_rng(seed)
+    H, I, nh, nkv, hd, V, Vd = 32, 64, 2, 1, 16, 64, 48
+    cfg = {"architectures": ["LlamaForCausalLMEagle3"], "model_type": "llama", "hidden_size": H,
+           "intermediate_size": I, "num_hidden_layers": 1, "num_attention_heads": nh, "num_key_value_heads": nkv,
+           "head_dim": hd, "vocab_size": V, "draft_vocab_size": Vd, "target_hidden_size": H,
+           "rms_norm_eps": 1e-5, "rope_theta": 10000.0, "max_position_embeddings": 256, "hidden_act": "silu",
+           "tie_word_embeddings": False, "eagle_aux_hidden_state_layer_ids": [0, 1, 2]}
+    os.makedirs(out, exist_ok=True)
+    json.dump(cfg, open(out + '/config.json', 'w'), indent=1)
+    r = lambda *s: (rng.standard_normal(s) * 0.2).astype(np.float32)
+    ids = np.sort(rng.choice(V, Vd, replace=False))
+    t2d = np.zeros(V, dtype=bool)
+    t2d[ids] = True
+    p = "midlayer."
+    t = [("fc.weight", r(H, 3 * H)), ("lm_head.weight", r(Vd, H)), ("norm.weight", 1 + r(H)),
+         ("d2t", (ids - np.arange(Vd)).astype(np.int64)), ("t2d", t2d),
+         (p + "self_attn.q_proj.weight", r(nh * hd, 2 * H)), (p + "self_attn.k_proj.weight", r(nkv * hd, 2 * H)),
+         (p + "self_attn.v_proj.weight", r(nkv * hd, 2 * H)), (p + "self_attn.o_proj.weight", r(H, nh * hd)),
+         (p + "mlp.gate_proj.weight", r(I, H)), (p + "mlp.up_proj.weight", r(I, H)), (p + "mlp.down_proj.weight", r(H, I)),
+         (p + "input_layernorm.weight", 1 + r(H)), (p + "hidden_norm.weight", 1 + r(H)),
+         (p + "post_attention_layernorm.weight", 1 + r(H))]
+    write_safetensors(out + '/model.safetensors', t)
+
 for i, a in enumerate(["LlamaForCausalLM", "Qwen2ForCausalLM", "Qwen3ForCausalLM"]):
     make(a, sys.argv[1] + '/' + a.replace('ForCausalLM', '').lower(), 11 + i)
+make_draft(sys.argv[1] + '/llama-eagle3', 21)
