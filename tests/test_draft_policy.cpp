@@ -1,6 +1,8 @@
 // The auto draft policy's decisions that the engine-core tests do not pin down on their own.
 #include <gtest/gtest.h>
 
+#include <vector>
+
 #include "speculation/draft_policy.h"
 
 namespace eaglet {
@@ -37,12 +39,26 @@ TEST(DraftPolicy, ColdOrStalledDraftForwardDoesNotSwitchSpeculationOffForGood) {
   }
 }
 
-TEST(DraftPolicy, ADraftSlowerThanItsGainIsSkippedExceptForProbes) {
+// Probes come after 16 skipped steps, then 32, 64, ... up to 256 while drafting keeps not paying
+// (each probe costs more than a plain step), and every 16 again once drafting has paid.
+TEST(DraftPolicy, ADraftSlowerThanItsGainIsSkippedExceptForProbesThatBackOff) {
   DraftPolicy p(parse_draft_shape("auto", -1), flat_cost(), true);
   for (int i = 0; i < 9; ++i) draft_took(p, 1.0);  // 20 plain steps' time per level
-  int drafted = 0;
-  for (int step = 0; step < 10 * DraftPolicy::kProbeEvery; ++step) drafted += p.worth_drafting(1, 1);
-  EXPECT_EQ(drafted, 10);
+  std::vector<int> probes;
+  for (int step = 1; step <= 1500; ++step)
+    if (p.worth_drafting(1, 1)) probes.push_back(step);
+  EXPECT_EQ(probes, (std::vector<int>{16, 48, 112, 240, 496, 752, 1008, 1264}));
+  // The draft becomes cheap (a lighter machine): the next probe restores drafting on merit...
+  for (int i = 0; i < 9; ++i) draft_took(p, 0.002);
+  int step = 0;
+  while (step < 300 && !p.worth_drafting(1, 1)) ++step;
+  ASSERT_LT(step, 300);
+  EXPECT_TRUE(p.worth_drafting(1, 1));
+  // ... and when it stops paying again, probing starts over at 16.
+  for (int i = 0; i < 9; ++i) draft_took(p, 1.0);
+  int until_probe = 1;
+  while (until_probe <= 1000 && !p.worth_drafting(1, 1)) ++until_probe;
+  EXPECT_EQ(until_probe, DraftPolicy::kProbeEvery);
 }
 
 }  // namespace

@@ -42,6 +42,20 @@ nlohmann::json hf_config(const GgufFile& f, const GgufArch& a) {
   return hf;
 }
 
+// What the file calls its mix (llama.cpp's llama_ftype, `general.file_type`: Q4_K_M is Q4_K with
+// some Q6_K), else the type of one layer matrix.
+std::string file_type_name(const GgufFile& f) {
+  static const std::pair<int, const char*> kNames[] = {
+      {0, "F32"},     {1, "F16"},     {2, "Q4_0"},    {3, "Q4_1"},    {7, "Q8_0"},    {8, "Q5_0"},
+      {9, "Q5_1"},    {10, "Q2_K"},   {11, "Q3_K_S"}, {12, "Q3_K_M"}, {13, "Q3_K_L"}, {14, "Q4_K_S"},
+      {15, "Q4_K_M"}, {16, "Q5_K_S"}, {17, "Q5_K_M"}, {18, "Q6_K"},   {32, "BF16"}};
+  const nlohmann::json& m = f.metadata();
+  if (auto it = m.find("general.file_type"); it != m.end() && it->is_number_integer())
+    for (auto [id, name] : kNames)
+      if (*it == id) return name;
+  return kernels::ggml_type_info(f.get("blk.0.ffn_down.weight").type)->name;
+}
+
 }  // namespace
 
 std::unique_ptr<Model> load_gguf_model(const std::string& path) {
@@ -85,7 +99,7 @@ std::unique_ptr<Model> load_gguf_model(const std::string& path) {
       L.k_norm = w.vector(p + "attn_k_norm.weight", hd);
     }
   }
-  mc.dtype_name = kernels::ggml_type_info(file->get("blk.0.ffn_down.weight").type)->name;
+  mc.dtype_name = file_type_name(*file);
   const std::vector<float> final_norm = w.vector("output_norm.weight", H);
   return std::make_unique<DecoderModel>(mc, opts, Rope::from_config(cfg, int(hd)), std::move(store), embed, lm_head,
                                         final_norm, std::move(layers));

@@ -115,9 +115,10 @@ double DraftPolicy::level_seconds() const {
 bool DraftPolicy::worth_drafting(int sequences, int fixed_tokens) {
   if (!cfg_.adaptive || sequences <= 0) return true;
   probing_ = false;
-  if (++skipped_ >= kProbeEvery) {
+  if (++skipped_ >= probe_every_) {
     skipped_ = 0;
     probing_ = true;
+    probe_every_ = std::min(2 * probe_every_, kMaxProbeEvery);
     return true;
   }
   const double draft = level_seconds();
@@ -130,6 +131,7 @@ bool DraftPolicy::worth_drafting(int sequences, int fixed_tokens) {
     const double rate = double(sequences) * (1 + gain) / (draft + cost_->target_seconds(fixed_tokens + k * sequences));
     if (rate > plain) {
       skipped_ = 0;
+      probe_every_ = kProbeEvery;
       return true;
     }
   }
