@@ -60,14 +60,7 @@ TEST(QuantizeOnLoad, Q8_0StaysCloseToTheFloatModel) {
 // weight, and gives bitwise the same logits for a token verified in a batch or decoded alone.
 TEST(QuantizeOnLoad, Q4_KQuantisesEveryLayerAndBeatsQ4_0AndIsBatchInvariant) {
   test::TempDir d;
-  test::TinyModelSpec spec;
-  spec.hidden = 256;
-  spec.intermediate = 512;
-  spec.layers = 2;
-  spec.heads = 4;
-  spec.kv_heads = 2;
-  spec.head_dim = 64;
-  test::write_tiny_model(d.file("m"), spec);
+  test::write_tiny_model(d.file("m"), {.hidden = 256, .intermediate = 512, .layers = 2, .head_dim = 64});
   const std::vector<int> ids = {1, 17, 60, 23, 5, 71, 40, 8};
   auto last_logits = [&](Model& m) {
     KvCache c(m.kv_shape(8));
