@@ -86,21 +86,27 @@ std::vector<uint8_t> interleave_rows(GgmlType type, const void* blocks, int64_t 
   }
 }
 
+namespace {
+
+// The inverse of put() for the two types whose blocks are a scale and 4-byte chunks of codes.
+template <class Block, class Group, int kChunks>
+void take(const Group& g, int64_t lane, Block& o) {
+  o.d = g.d[lane];
+  for (int c = 0; c < kChunks; ++c) std::memcpy(o.q + 4 * c, g.q[c] + 4 * lane, 4);
+}
+
+}  // namespace
+
 void deinterleave_row(GgmlType type, const void* interleaved, int64_t cols, int64_t r, void* out) {
   EAGLET_CHECK(type == GgmlType::Q8_0 || type == GgmlType::Q4_0, "internal: only Q8_0 / Q4_0 rows deinterleave");
-  const int64_t nb = cols / 32, lane = r % kRowGroup;
+  const int64_t nb = cols / 32, lane = r % kRowGroup, first = (r / kRowGroup) * nb;
   for (int64_t b = 0; b < nb; ++b) {
-    if (type == GgmlType::Q8_0) {
-      const auto& g = static_cast<const BlockQ8_0x8*>(interleaved)[(r / kRowGroup) * nb + b];
-      auto& o = static_cast<BlockQ8_0*>(out)[b];
-      o.d = g.d[lane];
-      for (int c = 0; c < 8; ++c) std::memcpy(o.q + 4 * c, g.q[c] + 4 * lane, 4);
-    } else {
-      const auto& g = static_cast<const BlockQ4_0x8*>(interleaved)[(r / kRowGroup) * nb + b];
-      auto& o = static_cast<BlockQ4_0*>(out)[b];
-      o.d = g.d[lane];
-      for (int c = 0; c < 4; ++c) std::memcpy(o.q + 4 * c, g.q[c] + 4 * lane, 4);
-    }
+    if (type == GgmlType::Q8_0)
+      take<BlockQ8_0, BlockQ8_0x8, 8>(static_cast<const BlockQ8_0x8*>(interleaved)[first + b], lane,
+                                      static_cast<BlockQ8_0*>(out)[b]);
+    else
+      take<BlockQ4_0, BlockQ4_0x8, 4>(static_cast<const BlockQ4_0x8*>(interleaved)[first + b], lane,
+                                      static_cast<BlockQ4_0*>(out)[b]);
   }
 }
 

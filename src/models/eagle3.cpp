@@ -68,7 +68,7 @@ bool eagle3_layer_tensor(const std::string& name) {
 }
 
 std::unique_ptr<Eagle3Draft> Eagle3Draft::load(const std::string& path, const Model& target, AuxNumbering numbering) {
-  if (path.size() > 5 && path.ends_with(".gguf")) return load_gguf(path, target);
+  if (is_gguf_path(path)) return load_gguf(path, target);
   const std::string& dir = path;
   JsonConfig cfg = JsonConfig::load(dir + "/config.json");
   Eagle3Config c = parse_eagle3_config(cfg, target.config().num_layers, numbering);
