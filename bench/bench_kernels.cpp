@@ -183,7 +183,7 @@ void run_mxfp8(benchmark::State& state, Isa isa) {
   state.SetBytesProcessed(int64_t(state.iterations()) * (N * K + N * K / 32));
 }
 BENCHMARK_CAPTURE(run_mxfp8, Mxfp8_avx512, Isa::Avx512)->Args({1, 1})->Args({4, 1})->Args({1, 2})->UseRealTime();
-BENCHMARK_CAPTURE(run_mxfp8, Mxfp8_avx2, Isa::Avx2)->Args({1, 1})->Args({4, 1})->UseRealTime();
+BENCHMARK_CAPTURE(run_mxfp8, Mxfp8_avx2, Isa::Avx2)->Args({1, 1})->Args({4, 1})->Args({1, 2})->Args({4, 2})->UseRealTime();
 
 }  // namespace
 

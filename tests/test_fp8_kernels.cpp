@@ -141,6 +141,38 @@ TEST(Fp8, MatmulMatchesScalarAndIsBatchInvariant) {
         }
 }
 
+TEST(Fp8, OneNanCodeSpoilsOnlyItsRowAndAnyRowRangeGivesTheSameBits) {
+  // The AVX2 kernel notices NaN codes per block of rows and recomputes that block exactly: the row
+  // with the NaN code must come out NaN, its neighbours bit for bit as without it, and a split of
+  // the rows (as threads split them) must not change any output.
+  const int64_t N = 130, K = 96, M = 6;
+  Fp8Matrix w = random_fp8(N, K, 99);
+  const auto x = test::random_normal(size_t(M * K), 1.0f, 100);
+  for (Isa isa : all_isas()) {
+    const auto& t = kernels::table_for(isa);
+    for (QuantScheme q : {QuantScheme::Mxfp8, QuantScheme::Fp8Block128}) {
+      const kernels::Fp8Scales s = w.view(q, N, K).fp8_scales();
+      std::vector<float> clean(size_t(M * N)), split(size_t(M * N)), spoilt(size_t(M * N));
+      t.matmul_fp8(x.data(), M, K, w.codes.data(), s, 0, N, clean.data(), N);
+      for (int64_t n0 : {0, 37, 64, 101}) {
+        const int64_t n1 = std::min<int64_t>(N, n0 + 37);
+        t.matmul_fp8(x.data(), M, K, w.codes.data(), s, n0, n1, split.data(), N);
+      }
+      EXPECT_EQ(split, clean) << isa_name(isa);
+      Fp8Matrix bad = w;
+      bad.codes[size_t(70 * K + 50)] = 0xff;
+      const kernels::Fp8Scales sb = bad.view(q, N, K).fp8_scales();
+      t.matmul_fp8(x.data(), M, K, bad.codes.data(), sb, 0, N, spoilt.data(), N);
+      for (int64_t m = 0; m < M; ++m)
+        for (int64_t n = 0; n < N; ++n) {
+          const float got = spoilt[size_t(m * N + n)];
+          if (n == 70) EXPECT_TRUE(std::isnan(got)) << isa_name(isa) << " m=" << m;
+          else ASSERT_EQ(got, clean[size_t(m * N + n)]) << isa_name(isa) << " m=" << m << " n=" << n;
+        }
+    }
+  }
+}
+
 TEST(Fp8, GroupedMatmulEqualsSeparateMatmuls) {
   // Experts of different sizes, some with no tokens, through every weight dtype.
   const int64_t K = 64;

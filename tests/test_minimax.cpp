@@ -173,6 +173,22 @@ TEST(Msa, WithinTheBudgetSparseAttentionIsBitwiseDense) {
   EXPECT_EQ(a.taps, b.taps);
 }
 
+TEST(MiniMax, BenchCostCurveSkipsTheTreeItCannotVerify) {
+  // `bench --cost-curve` used to end in "verifies chains, not token trees" on MiniMax sparse
+  // attention (it measured a 16-node tree's cost on every model); now it reports the chain curve.
+  if (!test::python_numpy_available()) GTEST_SKIP() << "needs /usr/bin/python3 with numpy (apt: python3-numpy)";
+  test::TempDir dir;
+  test::write_synthetic_minimax(dir.file("m3"), "m3", "mxfp8");
+  auto r = test::run_command(test::eaglet_binary() + " bench -m " + dir.file("m3") +
+                             " --num-prompts 1 --max-tokens 4 --skip-bandwidth --thread-counts 1 --cost-curve"
+                             " --cost-model-cache off --verify-reps 1 --json " + dir.file("out.json") + " 2>&1");
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_NE(r.output.find("verifies chains only"), std::string::npos) << r.output;
+  const auto run = nlohmann::json::parse(read_text_file(dir.file("out.json")))["runs"][0];
+  EXPECT_GE(run["cost_curve"].size(), 4u);
+  EXPECT_FALSE(run.contains("tree_verify_cost"));
+}
+
 TEST(MiniMax, MultimodalWrapperComputesTheTextModel) {
   if (!test::python_numpy_available()) GTEST_SKIP() << "needs /usr/bin/python3 with numpy (apt: python3-numpy)";
   test::TempDir dir;

@@ -112,12 +112,16 @@ void run_bench(BenchOptions o) {
         curve.push_back({{"tokens", n}, {"seconds", sec}, {"ratio", sec / cm.target_seconds(1)}});
         std::printf(" %d:%.2f", n, sec / cm.target_seconds(1));
       }
-      const VerifyCost tree = measure_tree_verify_cost(pool, b, prompts[0], o.verify_reps);
-      std::printf("\n  16-node tree verification (topk 4, depth 2): %.2f ms = %.2fx one step\n", tree.verify.seconds * 1e3,
-                  tree.ratio());
       run["cost_curve"] = curve;
-      run["tree_verify_cost"] = {{"tree_tokens", tree.verify_tokens}, {"step", pass_json(tree.step)},
-                                 {"verify", pass_json(tree.verify)}, {"ratio", tree.ratio()}};
+      if (b.model->supports_token_trees()) {
+        const VerifyCost tree = measure_tree_verify_cost(pool, b, prompts[0], o.verify_reps);
+        std::printf("\n  16-node tree verification (topk 4, depth 2): %.2f ms = %.2fx one step\n",
+                    tree.verify.seconds * 1e3, tree.ratio());
+        run["tree_verify_cost"] = {{"tree_tokens", tree.verify_tokens}, {"step", pass_json(tree.step)},
+                                   {"verify", pass_json(tree.verify)}, {"ratio", tree.ratio()}};
+      } else {
+        std::printf("\n  (no tree verification: %s verifies chains only)\n", b.model->config().architecture.c_str());
+      }
     }
     const ProbedBaseline probed =
         run_baseline_with_probes(pool, b, prompts, o.max_tokens, o.sampling, o.ignore_eos, !o.skip_bandwidth);

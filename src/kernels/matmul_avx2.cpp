@@ -1,10 +1,9 @@
-// AVX2 + FMA matmuls: F32 weights and BF16 weights widened to F32.
+// AVX2 + FMA matmuls: F32 weights and BF16 weights widened to F32; the ISA table.
 #include <immintrin.h>
 
 #include <cstring>
 
 #include "kernels/isa_table.h"
-#include "kernels/simd_fp8_matmul.inl"
 #include "kernels/simd_matmul.inl"
 
 namespace eaglet::kernels {
@@ -54,45 +53,8 @@ void matmul_bf16(const float* x, int64_t M, int64_t K, const bf16_t* w, int64_t 
   simd::matmul<F32Engine>(x, M, K, w, n0, n1, y, ldy);
 }
 
-// 8 e4m3 bytes -> F16 bit patterns (value / 256) -> F32 times the scale.
-struct Fp8Engine {
-  using Acc = __m256;
-  static constexpr int kStep = 8, kMR = 2;
-  static Acc zero() { return _mm256_setzero_ps(); }
-  static __m256 load_x(const float* p) { return _mm256_loadu_ps(p); }
-  // F16 bits of e4m3 / 256: sign-extending puts the sign at bit 15 after the shift (and a copy
-  // at bit 14, masked off). NaN codes come out as 480 / 256; decode_exact() fixes them.
-  static __m128i f16_bits(const uint8_t* p) {
-    const __m128i b = _mm_cvtepi8_epi16(_mm_loadl_epi64((const __m128i*)p));
-    return _mm_and_si128(_mm_slli_epi16(b, 7), _mm_set1_epi16(int16_t(0xbf80)));
-  }
-  static __m256 decode(const uint8_t* p, float scale256) {
-    return _mm256_mul_ps(_mm256_cvtph_ps(f16_bits(p)), _mm256_set1_ps(scale256));
-  }
-  // Whether a group of kMxGroup codes holds a NaN code (S.1111.111), which decode() misses.
-  static bool group_has_nan(const uint8_t* p) {
-    const __m256i b = _mm256_and_si256(_mm256_loadu_si256((const __m256i*)p), _mm256_set1_epi8(0x7f));
-    return _mm256_movemask_epi8(_mm256_cmpeq_epi8(b, _mm256_set1_epi8(0x7f))) != 0;
-  }
-  static __m256 decode_exact(const uint8_t* p, float scale256) {
-    const __m128i mag = _mm_set1_epi16(0x3f80);
-    __m128i h = f16_bits(p);
-    const __m128i nan = _mm_cmpeq_epi16(_mm_and_si128(h, mag), mag);
-    h = _mm_or_si128(h, _mm_and_si128(nan, _mm_set1_epi16(0x7e00)));
-    return _mm256_mul_ps(_mm256_cvtph_ps(h), _mm256_set1_ps(scale256));
-  }
-  static __m256 decode_huge(const uint8_t* p, float scale) {
-    return _mm256_mul_ps(decode_exact(p, 256.0f), _mm256_set1_ps(scale));
-  }
-  static Acc madd(Acc a, __m256 x, __m256 w) { return _mm256_fmadd_ps(x, w, a); }
-  static float reduce(Acc a) { return F32Engine::reduce(a); }
-};
-
-void matmul_fp8(const float* x, int64_t M, int64_t K, const uint8_t* w, const Fp8Scales& s,
-                int64_t n0, int64_t n1, float* y, int64_t ldy) {
-  simd::matmul_fp8<Fp8Engine>(x, M, K, w, s, n0, n1, y, ldy);
-}
-
+void matmul_fp8(const float*, int64_t, int64_t, const uint8_t*, const Fp8Scales&, int64_t, int64_t, float*,
+                int64_t);  // matmul_fp8_avx2.cpp
 float dot(const float*, const float*, int64_t);
 void axpy(float, const float*, float*, int64_t);
 void rmsnorm(const float*, const float*, float, float*, int64_t);

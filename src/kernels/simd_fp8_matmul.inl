@@ -1,4 +1,5 @@
-// The FP8 (e4m3) matmul microkernel shared by the AVX2 and AVX-512 files. The engine supplies
+// The tiled FP8 (e4m3) matmul microkernel of the AVX-512 file (AVX2 streams one row at a time
+// instead, matmul_fp8_avx2.cpp says why). The engine supplies
 // `decode`, which widens kStep e4m3 bytes to F32 and multiplies by the block's scale; the loop
 // structure mirrors simd_matmul.inl, so each output element again owns one accumulator that walks
 // K in the same steps whatever M, the tile or the thread count (batch invariance, see ops.h).
