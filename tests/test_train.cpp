@@ -13,6 +13,7 @@
 #include "io/mapped_file.h"
 #include "models/eagle3.h"
 #include "support/test_util.h"
+#include "support/train_fixture.h"
 #include "train/draft_export.h"
 #include "train/draft_module.h"
 #include "train/trainer.h"
@@ -130,29 +131,6 @@ TEST(VocabMapping, TopTokensAscendingWithOffsets) {
   EXPECT_THROW(build_vocab_mapping(s, 12, 13), Error);
 }
 
-// A small end-to-end setup: tiny random target + a text file.
-struct TrainFixture {
-  test::TempDir dir;
-  std::string target, data;
-  TrainFixture() {
-    target = dir.file("target");
-    test::write_byte_vocab_target(target);
-    data = dir.file("data.txt");
-    std::string text;
-    for (int i = 0; i < 60; ++i) text += "sample " + std::to_string(i) + ": the cat sat on the mat " + std::to_string(i * 7) + "\n";
-    test::write_text(data, text);
-  }
-  TrainConfig config(const std::string& out, std::vector<std::string> extra = {}) const {
-    std::vector<std::string> o = {"output_dir=" + out, "model.target=" + target, "data.path=" + data,
-                                  "data.eval_samples=6", "regen.max_new_tokens=12", "regen.prefix_tokens=4",
-                                  "training.ttt_steps=2", "training.batch_size=4", "training.steps=12",
-                                  "training.lr=0.003", "training.save_every=4", "training.log_every=4",
-                                  "model.draft.draft_vocab_size=64", "inference.worker_timeout_s=3"};
-    o.insert(o.end(), extra.begin(), extra.end());
-    return TrainConfig::load("", o);
-  }
-};
-
 std::string export_bytes(const std::string& dir) { return read_text_file(dir + "/export/model.safetensors"); }
 
 TEST(Trainer, ExportLoadsAndMatchesTheInferenceDraft) {
@@ -196,13 +174,7 @@ TEST(Trainer, ResumeAfterKillGivesTheSameWeights) {
   run_training(f.config(f.dir.file("straight"), {"training.steps=40"}));
   // Kill -9 a real `eaglet train` after its first checkpoint, then run it again to the end.
   const std::string out = f.dir.file("killed");
-  std::string args;
-  for (auto kv : {"output_dir=" + out, "model.target=" + f.target, "data.path=" + f.data}) args += " " + kv;
-  for (auto kv : {"data.eval_samples=6", "regen.max_new_tokens=12", "regen.prefix_tokens=4", "training.ttt_steps=2",
-                  "training.batch_size=4", "training.steps=40", "training.lr=0.003", "training.save_every=4",
-                  "training.log_every=4", "model.draft.draft_vocab_size=64", "inference.worker_timeout_s=3"})
-    args += std::string(" ") + kv;
-  const std::string cmd = test::eaglet_binary() + " train" + args;
+  const std::string cmd = f.command(out, {"training.steps=40"});
   auto r = test::run_command("(" + cmd + " >/dev/null 2>&1 & pid=$!; for i in $(seq 1 600); do "
                              "[ -f " + out + "/checkpoint/state.json ] && break; sleep 0.01; done; kill -9 $pid; "
                              "wait $pid; echo killed)");

@@ -39,7 +39,7 @@ std::string prompt_of(const nlohmann::json& j, const std::string& where) {
 }
 }  // namespace
 
-std::vector<std::string> load_prompts(const std::string& path, int limit) {
+std::vector<std::string> load_prompts(const std::string& path, int limit, BadRecords* bad) {
   const std::string data = read_text_file(path);
   std::vector<std::string> out;
   auto full = [&] { return limit >= 0 && int(out.size()) >= limit; };
@@ -50,13 +50,15 @@ std::vector<std::string> load_prompts(const std::string& path, int limit) {
     while (!full() && std::getline(in, line)) {
       ++n;
       if (trim(line).empty()) continue;
-      nlohmann::json j;
-      try {
-        j = nlohmann::json::parse(line);
-      } catch (const nlohmann::json::exception& e) {
-        fail("{}:{}: bad JSON: {}", path, n, e.what());
-      }
-      out.push_back(prompt_of(j, path + ":" + std::to_string(n)));
+      per_record(bad, [&] {
+        nlohmann::json j;
+        try {
+          j = nlohmann::json::parse(line);
+        } catch (const nlohmann::json::exception& e) {
+          fail("{}:{}: bad JSON: {}", path, n, e.what());
+        }
+        out.push_back(prompt_of(j, path + ":" + std::to_string(n)));
+      });
     }
   } else if (ends_with(path, ".json")) {
     nlohmann::json j;
@@ -66,7 +68,8 @@ std::vector<std::string> load_prompts(const std::string& path, int limit) {
       fail("{}: bad JSON: {}", path, e.what());
     }
     if (!j.is_array()) fail("{}: expected a JSON array of records", path);
-    for (size_t i = 0; i < j.size() && !full(); ++i) out.push_back(prompt_of(j[i], path + "[" + std::to_string(i) + "]"));
+    for (size_t i = 0; i < j.size() && !full(); ++i)
+      per_record(bad, [&] { out.push_back(prompt_of(j[i], path + "[" + std::to_string(i) + "]")); });
   } else {
     const bool blocks = data.find("\n\n") != std::string::npos;
     std::istringstream in(data);

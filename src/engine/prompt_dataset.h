@@ -5,8 +5,11 @@
 #include <string>
 #include <vector>
 
+#include "core/bad_records.h"
+
 namespace eaglet {
 
-std::vector<std::string> load_prompts(const std::string& path, int limit = -1);
+// `bad`: malformed JSON records are counted there and skipped (else they are errors).
+std::vector<std::string> load_prompts(const std::string& path, int limit = -1, BadRecords* bad = nullptr);
 
 }  // namespace eaglet

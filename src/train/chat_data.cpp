@@ -19,7 +19,7 @@ struct Record {
   std::string where;
 };
 
-std::vector<Record> records(const std::string& path, int limit) {
+std::vector<Record> records(const std::string& path, int limit, BadRecords* bad) {
   std::vector<Record> out;
   const std::string data = read_text_file(path);
   const bool jsonl = path.size() > 6 && path.compare(path.size() - 6, 6, ".jsonl") == 0;
@@ -31,11 +31,13 @@ std::vector<Record> records(const std::string& path, int limit) {
       ++n;
       if (line.find_first_not_of(" \t\r") == std::string::npos) continue;
       const std::string where = fmt::format("{}:{}", path, n);
-      try {
-        out.push_back({json::parse(line), where});
-      } catch (const json::exception& e) {
-        fail("{}: bad JSON: {}", where, e.what());
-      }
+      per_record(bad, [&] {
+        try {
+          out.push_back({json::parse(line), where});
+        } catch (const json::exception& e) {
+          fail("{}: bad JSON: {}", where, e.what());
+        }
+      });
     }
     return out;
   }
@@ -71,17 +73,17 @@ bool is_chat_file(const std::string& path) {
   if (!(path.size() > 5 && (path.compare(path.size() - 5, 5, ".json") == 0 || path.compare(path.size() - 6, 6, ".jsonl") == 0)))
     return false;
   try {
-    auto r = records(path, 1);
+    auto r = records(path, 1, nullptr);
     return !r.empty() && r[0].value.is_object() && (r[0].value.contains("conversations") || r[0].value.contains("messages"));
   } catch (const Error&) {
     return false;
   }
 }
 
-std::vector<Conversation> load_conversations(const std::string& path, int limit) {
+std::vector<Conversation> load_conversations(const std::string& path, int limit, BadRecords* bad) {
   std::vector<Conversation> out;
-  auto recs = records(path, limit);
-  for (size_t i = 0; i < recs.size(); ++i) {
+  auto recs = records(path, limit, bad);
+  for (size_t i = 0; i < recs.size(); ++i) per_record(bad, [&] {
     const json& r = recs[i].value;
     const std::string& where = recs[i].where;
     const char* key = r.is_object() && r.contains("conversations") ? "conversations" : "messages";
@@ -100,7 +102,7 @@ std::vector<Conversation> load_conversations(const std::string& path, int limit)
       c.messages.push_back({role, content});
     }
     if (!c.messages.empty()) out.push_back(std::move(c));
-  }
+  });
   if (out.empty()) fail("{}: no conversations found", path);
   return out;
 }

@@ -3,6 +3,7 @@
 // mask covers the assistant turns only: the tokens between the rendering of the conversation up
 // to a turn (with the generation prompt) and the rendering that includes it.
 #pragma once
+#include "core/bad_records.h"
 #include <string>
 #include <vector>
 
@@ -19,7 +20,8 @@ struct Conversation {
 
 // True when the file's first record holds `conversations` or `messages`.
 bool is_chat_file(const std::string& path);
-std::vector<Conversation> load_conversations(const std::string& path, int limit);
+// `bad`: malformed records are counted there and skipped (else they are errors).
+std::vector<Conversation> load_conversations(const std::string& path, int limit, BadRecords* bad = nullptr);
 // Token ids of the rendered conversation and its assistant-only loss mask.
 TrainSample render_conversation(const Conversation& c, const ChatTemplate& tmpl, const Tokenizer& tok, int max_length);
 // Renders messages [0, n) with the generation prompt: the prompt for assistant turn n.

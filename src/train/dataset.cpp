@@ -1,6 +1,8 @@
 #include "train/dataset.h"
 
 #include <algorithm>
+#include <glob.h>
+
 #include <fstream>
 #include <nlohmann/json.hpp>
 
@@ -10,8 +12,8 @@
 
 namespace eaglet {
 
-std::vector<std::string> load_texts(const std::string& path, int limit) {
-  return load_prompts(path, limit <= 0 ? -1 : limit);
+std::vector<std::string> load_texts(const std::string& path, int limit, BadRecords* bad) {
+  return load_prompts(path, limit <= 0 ? -1 : limit, bad);
 }
 
 std::vector<TrainSample> tokenize_texts(const std::vector<std::string>& texts, const Tokenizer& tok, int max_length) {
@@ -47,7 +49,7 @@ std::vector<T> int_list(const nlohmann::json& j, const char* key, int64_t limit,
 }
 }  // namespace
 
-std::vector<TrainSample> load_regenerated(const std::string& path, int max_length, int vocab) {
+std::vector<TrainSample> load_regenerated(const std::string& path, int max_length, int vocab, BadRecords* bad) {
   std::ifstream in(path);
   if (!in) fail("{}: cannot open", path);
   std::vector<TrainSample> out;
@@ -62,23 +64,62 @@ std::vector<TrainSample> load_regenerated(const std::string& path, int max_lengt
       j = nlohmann::json::parse(line);
     } catch (const nlohmann::json::exception&) {
       if (in.peek() == EOF) break;  // a line cut short by an interrupted run: regen redoes it
-      fail("{}: bad JSON", where);
+      per_record(bad, [&] { fail("{}: bad JSON", where); });
+      continue;
     }
-    if (!j.is_object()) fail("{}: expected an object with input_ids and loss_mask", where);
-    TrainSample s;
-    s.index = n - 1;
-    if (j.contains("index") && !json_int64(j["index"], &s.index)) fail("{}: 'index' must be an integer", where);
-    s.ids = int_list<int>(j, "input_ids", vocab > 0 ? vocab : INT32_MAX, where);
-    s.loss_mask = int_list<uint8_t>(j, "loss_mask", 2, where);
-    EAGLET_CHECK(s.ids.size() == s.loss_mask.size(), "{}: input_ids ({}) and loss_mask ({}) differ in length", where,
-                 s.ids.size(), s.loss_mask.size());
-    if (int(s.ids.size()) > max_length) {
-      s.ids.resize(size_t(max_length));
-      s.loss_mask.resize(size_t(max_length));
-    }
-    if (s.ids.size() >= 2) out.push_back(std::move(s));
+    per_record(bad, [&] {
+      if (!j.is_object()) fail("{}: expected an object with input_ids and loss_mask", where);
+      TrainSample s;
+      s.index = n - 1;
+      if (j.contains("index") && !json_int64(j["index"], &s.index)) fail("{}: 'index' must be an integer", where);
+      s.ids = int_list<int>(j, "input_ids", vocab > 0 ? vocab : INT32_MAX, where);
+      s.loss_mask = int_list<uint8_t>(j, "loss_mask", 2, where);
+      EAGLET_CHECK(s.ids.size() == s.loss_mask.size(), "{}: input_ids ({}) and loss_mask ({}) differ in length", where,
+                   s.ids.size(), s.loss_mask.size());
+      if (int(s.ids.size()) > max_length) {
+        s.ids.resize(size_t(max_length));
+        s.loss_mask.resize(size_t(max_length));
+      }
+      if (s.ids.size() >= 2) out.push_back(std::move(s));
+    });
   }
   std::sort(out.begin(), out.end(), [](auto& a, auto& b) { return a.index < b.index; });
+  return out;
+}
+
+bool is_regenerated_file(const std::string& path) {
+  if (path.size() < 6 || path.compare(path.size() - 6, 6, ".jsonl") != 0) return false;
+  std::ifstream in(path);
+  std::string line;
+  while (std::getline(in, line))
+    if (line.find_first_not_of(" \t\r") != std::string::npos) {
+      const auto j = nlohmann::json::parse(line, nullptr, false);
+      return j.is_object() && j.contains("input_ids");
+    }
+  return false;
+}
+
+std::vector<std::string> expand_data_paths(const std::string& spec) {
+  std::vector<std::string> out;
+  size_t start = 0;
+  while (start <= spec.size()) {
+    size_t comma = spec.find(',', start);
+    if (comma == std::string::npos) comma = spec.size();
+    const std::string part = spec.substr(start, comma - start);
+    start = comma + 1;
+    if (part.empty()) continue;
+    if (part.find_first_of("*?[") == std::string::npos) {
+      out.push_back(part);
+      continue;
+    }
+    glob_t g{};
+    const int rc = glob(part.c_str(), 0, nullptr, &g);
+    if (rc == 0)
+      for (size_t i = 0; i < g.gl_pathc; ++i) out.push_back(g.gl_pathv[i]);
+    globfree(&g);
+    EAGLET_CHECK(rc == 0, "data: the pattern '{}' matches no file", part);
+  }
+  EAGLET_CHECK(!out.empty(), "data: no data file given ('{}')", spec);
   return out;
 }
 

@@ -87,8 +87,30 @@ torch::Tensor shift_left(const torch::Tensor& x, int64_t n) {
 }
 }  // namespace
 
+namespace {
+// Positions scored at TTT step i: in the loss mask and with the target's argmax in the draft
+// vocabulary (the distribution is restricted to it), one further along per step.
+torch::Tensor valid_positions(const torch::Tensor& mask, const torch::Tensor& target, const torch::Tensor& in_draft) {
+  return mask * in_draft.index_select(0, target.argmax(-1).reshape({-1})).reshape(mask.sizes()).to(mask.dtype());
+}
+}  // namespace
+
+std::vector<double> ttt_valid_counts(const TttBatch& b, int steps, const torch::Tensor& in_draft) {
+  torch::NoGradGuard ng;
+  auto target = shift_left(b.target_logits, 1);
+  auto mask = shift_left(b.loss_mask, 1);
+  std::vector<double> out;
+  for (int i = 0; i < steps; ++i) {
+    out.push_back(valid_positions(mask, target, in_draft).sum().item<double>());
+    target = shift_left(target, 1);
+    mask = shift_left(mask, 1);
+  }
+  return out;
+}
+
 TttResult ttt_forward(DraftModule& m, const TttBatch& b, int steps, double step_weight,
-                      const torch::Tensor& draft_to_target, const torch::Tensor& in_draft) {
+                      const torch::Tensor& draft_to_target, const torch::Tensor& in_draft,
+                      const std::vector<double>* denominators) {
   // Index t pairs f_t with x_{t+1} and is scored against the target's distribution at t + 1.
   auto ids = shift_left(b.ids, 1);
   auto target = shift_left(b.target_logits, 1);
@@ -102,9 +124,9 @@ TttResult ttt_forward(DraftModule& m, const TttBatch& b, int steps, double step_
     auto target_draft = target.index_select(-1, draft_to_target);  // [B, T, Vd]
     auto p = torch::softmax(target_draft.to(torch::kFloat32), -1);
     auto logq = torch::log_softmax(logits.to(torch::kFloat32), -1);
-    auto valid = mask * in_draft.index_select(0, target.argmax(-1).reshape({-1})).reshape(mask.sizes()).to(mask.dtype());
-    const auto denom = valid.sum().clamp_min(1.0);
-    auto loss = (-(p * logq).sum(-1) * valid).sum() / denom;
+    auto valid = valid_positions(mask, target, in_draft);
+    auto loss = (-(p * logq).sum(-1) * valid).sum();
+    loss = denominators ? loss / std::max(1.0, (*denominators)[size_t(i)]) : loss / valid.sum().clamp_min(1.0);
     total = i == 0 ? loss : total + std::pow(step_weight, i) * loss;
     torch::NoGradGuard ng;
     r.step_loss.push_back(loss.item<double>());

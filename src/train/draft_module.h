@@ -59,7 +59,12 @@ struct TttResult {
 // The training-time-test unroll and loss (forward KL against the target restricted to the draft
 // vocabulary, mean over valid positions, step weights step_weight^i). `draft_to_target` [Vd]
 // (int64) lists the target id of each draft id; `in_draft` [V] (bool) is t2d.
+// `denominators` (per step): the positions counted over the whole global batch, so that ranks
+// holding parts of it produce gradients that sum to the one-rank gradient; null: this batch's.
 TttResult ttt_forward(DraftModule& m, const TttBatch& b, int steps, double step_weight,
-                      const torch::Tensor& draft_to_target, const torch::Tensor& in_draft);
+                      const torch::Tensor& draft_to_target, const torch::Tensor& in_draft,
+                      const std::vector<double>* denominators = nullptr);
+// Per step, the positions ttt_forward scores in `b` (its default denominators).
+std::vector<double> ttt_valid_counts(const TttBatch& b, int steps, const torch::Tensor& in_draft);
 
 }  // namespace eaglet

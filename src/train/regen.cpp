@@ -121,9 +121,12 @@ int64_t regenerate(ThreadPool& pool, Model& target, const Tokenizer& tok, const 
   int64_t written = int64_t(done.size()), generated = 0;
 
   if (is_chat_file(o.input)) {
-    auto tmpl = ChatTemplate::from_tokenizer_config(tok.config());
-    if (!tmpl) fail("{}: chat data needs the target's chat_template (tokenizer_config.json has none)", o.input);
-    const auto convs = load_conversations(o.input, o.num_samples);
+    auto tmpl = o.chat_template.empty() ? ChatTemplate::from_tokenizer_config(tok.config())
+                                        : std::make_unique<ChatTemplate>(read_text_file(o.chat_template));
+    if (!tmpl)
+      fail("{}: chat data needs a chat template: the target's tokenizer_config.json has none; set data.chat_template "
+           "to a Jinja file", o.input);
+    const auto convs = load_conversations(o.input, o.num_samples, o.bad);
     std::vector<Conversation> todo;
     for (auto& c : convs)
       for (int64_t r = 0; r < per; ++r)
@@ -163,7 +166,7 @@ int64_t regenerate(ThreadPool& pool, Model& target, const Tokenizer& tok, const 
     return written;
   }
 
-  const auto texts = load_texts(o.input, o.num_samples);
+  const auto texts = load_texts(o.input, o.num_samples, o.bad);
   const int64_t total = int64_t(texts.size()) * per;
   spdlog::info("regen: {} samples from {}, {} already in {}", total, o.input, done.size(), o.output);
   std::vector<Job> jobs;

@@ -14,6 +14,8 @@
 
 namespace eaglet {
 
+class BadRecords;
+
 struct RegenOptions {
   std::string input;   // .txt / .jsonl / .json texts
   std::string output;  // JSONL, appended to
@@ -24,6 +26,8 @@ struct RegenOptions {
   int batch = 8;
   int samples_per_prompt = 1;  // independent continuations of each prompt (index = prompt * n + r)
   uint64_t seed = 0;
+  BadRecords* bad = nullptr;   // malformed input records: counted and skipped (null: errors)
+  std::string chat_template;   // Jinja file for chat inputs; empty: the tokenizer's
 };
 
 // Returns the number of samples in the output file afterwards.

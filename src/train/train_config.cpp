@@ -2,9 +2,13 @@
 
 #include <yaml-cpp/yaml.h>
 
+#include <algorithm>
+#include <fstream>
 #include <functional>
 #include <map>
 #include <sstream>
+
+#include <nlohmann/json.hpp>
 
 #include "core/error.h"
 
@@ -26,6 +30,20 @@ T parse_value(const std::string& key, const std::string& v) {
   }
 }
 
+// A path list: one string, or a YAML sequence joined with commas.
+std::string parse_paths(const std::string& key, const std::string& v) {
+  YAML::Node n;
+  try {
+    n = YAML::Load(v);
+  } catch (const YAML::Exception&) {
+    fail("config: '{}' has a bad value '{}'", key, v);
+  }
+  if (!n.IsSequence()) return parse_value<std::string>(key, v);
+  std::string out;
+  for (const auto& e : n) out += (out.empty() ? "" : ",") + e.as<std::string>();
+  return out;
+}
+
 template <typename T>
 std::string show(const T& v) {
   YAML::Emitter e;
@@ -43,16 +61,22 @@ std::map<std::string, Field> fields() {
   EAGLET_FIELD("model.target", target);
   EAGLET_FIELD("model.aux_layers", aux_layers);
   EAGLET_FIELD("model.lm_head", lm_head);
+  EAGLET_FIELD("model.draft_config", draft_config);
   EAGLET_FIELD("model.draft.hidden_size", draft.hidden);
   EAGLET_FIELD("model.draft.intermediate_size", draft.intermediate);
   EAGLET_FIELD("model.draft.num_attention_heads", draft.num_heads);
   EAGLET_FIELD("model.draft.num_key_value_heads", draft.num_kv_heads);
   EAGLET_FIELD("model.draft.head_dim", draft.head_dim);
   EAGLET_FIELD("model.draft.draft_vocab_size", draft.draft_vocab);
-  EAGLET_FIELD("data.path", data_path);
+  f["data.path"] = Field{[](TrainConfig& c, const std::string& v) { c.data_path = parse_paths("data.path", v); },
+                         [](const TrainConfig& c) { return show(c.data_path); }};
+  f["data.eval_path"] = Field{[](TrainConfig& c, const std::string& v) { c.eval_path = parse_paths("data.eval_path", v); },
+                              [](const TrainConfig& c) { return show(c.eval_path); }};
+  EAGLET_FIELD("data.max_bad_records", max_bad_records);
   EAGLET_FIELD("data.num_samples", num_samples);
   EAGLET_FIELD("data.max_length", max_length);
   EAGLET_FIELD("data.eval_samples", eval_samples);
+  EAGLET_FIELD("data.chat_template", chat_template);
   EAGLET_FIELD("regen.enabled", regen);
   EAGLET_FIELD("regen.temperature", regen_temperature);
   EAGLET_FIELD("regen.max_new_tokens", regen_max_new_tokens);
@@ -62,12 +86,17 @@ std::map<std::string, Field> fields() {
   EAGLET_FIELD("training.ttt_steps", ttt_steps);
   EAGLET_FIELD("training.batch_size", batch_size);
   EAGLET_FIELD("training.steps", steps);
+  EAGLET_FIELD("training.num_epochs", num_epochs);
   EAGLET_FIELD("training.lr", lr);
   EAGLET_FIELD("training.warmup_ratio", warmup_ratio);
   EAGLET_FIELD("training.grad_clip", grad_clip);
   EAGLET_FIELD("training.step_weight", step_weight);
   EAGLET_FIELD("training.save_every", save_every);
   EAGLET_FIELD("training.log_every", log_every);
+  EAGLET_FIELD("training.eval_every", eval_every);
+  EAGLET_FIELD("training.micro_batch_size", micro_batch_size);
+  EAGLET_FIELD("training.zero_stage", zero_stage);
+  EAGLET_FIELD("training.dist_timeout_s", dist_timeout_s);
   EAGLET_FIELD("training.threads", train_threads);
   EAGLET_FIELD("training.device", device);
   EAGLET_FIELD("training.bf16", bf16);
@@ -82,18 +111,99 @@ std::map<std::string, Field> fields() {
   return f;
 }
 
-void apply(TrainConfig& c, const std::map<std::string, Field>& table, const std::string& key, const std::string& value) {
-  auto it = table.find(key);
-  if (it == table.end()) {
-    // A bare key is accepted when exactly one section has it (e.g. `steps=100`).
-    std::string match;
-    for (auto& [k, f] : table)
-      if (k.size() > key.size() && k.compare(k.size() - key.size() - 1, std::string::npos, "." + key) == 0)
-        match = match.empty() ? k : "ambiguous";
-    if (match.empty() || match == "ambiguous") fail("config: unknown key '{}'", key);
-    it = table.find(match);
+// TorchSpec / SpecForge names (any section) -> eaglet's keys.
+const std::map<std::string, std::string>& aliases() {
+  static const std::map<std::string, std::string> a = {
+      {"target_model_path", "model.target"},     {"draft_model_config", "model.draft_config"},
+      {"train_data_path", "data.path"},          {"eval_data_path", "data.eval_path"},
+      {"max_seq_length", "data.max_length"},     {"chat_template", "data.chat_template"},
+      {"learning_rate", "training.lr"},          {"max_grad_norm", "training.grad_clip"},
+      {"ttt_length", "training.ttt_steps"},      {"micro_batch_size", "training.micro_batch_size"},
+      {"num_epochs", "training.num_epochs"},     {"save_interval", "training.save_every"},
+      {"eval_interval", "training.eval_every"},  {"log_interval", "training.log_every"},
+      {"total_steps", "training.steps"},         {"max_steps", "training.steps"},
+  };
+  return a;
+}
+
+size_t edit_distance(const std::string& a, const std::string& b) {
+  std::vector<size_t> row(b.size() + 1);
+  for (size_t j = 0; j <= b.size(); ++j) row[j] = j;
+  for (size_t i = 1; i <= a.size(); ++i) {
+    size_t diag = row[0];
+    row[0] = i;
+    for (size_t j = 1; j <= b.size(); ++j) {
+      const size_t up = row[j];
+      row[j] = std::min({row[j] + 1, row[j - 1] + 1, diag + (a[i - 1] == b[j - 1] ? 0 : 1)});
+      diag = up;
+    }
   }
-  it->second.set(c, value);
+  return row[b.size()];
+}
+
+std::string leaf(const std::string& key) {
+  const size_t dot = key.rfind('.');
+  return dot == std::string::npos ? key : key.substr(dot + 1);
+}
+
+// "; did you mean 'X'?" for the nearest key, alias or leaf (compared leaf to leaf when the
+// unknown key has a section), or "" when nothing is close.
+std::string suggestion(const std::map<std::string, Field>& table, const std::string& key) {
+  std::vector<std::pair<std::string, std::string>> known;  // (compare against, show)
+  for (auto& [k, f] : table) known.emplace_back(k, k), known.emplace_back(leaf(k), k);
+  for (auto& [a, k] : aliases()) known.emplace_back(a, a + "' (= '" + k);
+  size_t best = std::string::npos;
+  std::string shown;
+  for (auto& [cmp, show] : known) {
+    const size_t d = std::min(edit_distance(key, cmp), edit_distance(leaf(key), cmp));
+    if (d < best) best = d, shown = show;
+  }
+  if (best > std::max<size_t>(2, leaf(key).size() / 3)) return "";
+  return fmt::format("; did you mean '{}'?", shown);
+}
+
+// The table key `key` names: itself, an alias (by its last part, hyphens as underscores), or a
+// bare key that exactly one section has (e.g. `steps`). Fails naming the nearest known key.
+std::string resolve(const std::map<std::string, Field>& table, std::string key, const std::string& where) {
+  std::replace(key.begin(), key.end(), '-', '_');
+  if (table.count(key)) return key;
+  if (auto a = aliases().find(leaf(key)); a != aliases().end()) return a->second;
+  std::string match;
+  for (auto& [k, f] : table)
+    if (k.size() > key.size() && k.compare(k.size() - key.size() - 1, std::string::npos, "." + key) == 0)
+      match = match.empty() ? k : "ambiguous";
+  if (match == "ambiguous") fail("{}: key '{}' is in several sections; write it with its section", where, key);
+  if (match.empty()) fail("{}: unknown key '{}'{}", where, key, suggestion(table, key));
+  return match;
+}
+
+void apply(TrainConfig& c, const std::map<std::string, Field>& table, const std::string& key, const std::string& value,
+           const std::string& where) {
+  table.at(resolve(table, key, where)).set(c, value);
+}
+
+// SpecForge's draft_model_config: the draft's shape from an HF config.json (keys set explicitly
+// in model.draft win).
+void apply_draft_config(TrainConfig& c) {
+  if (c.draft_config.empty()) return;
+  std::ifstream in(c.draft_config);
+  EAGLET_CHECK(in.good(), "config: model.draft_config: cannot read '{}'", c.draft_config);
+  const auto j = nlohmann::json::parse(in, nullptr, false);
+  EAGLET_CHECK(j.is_object(), "{}: not a JSON object", c.draft_config);
+  auto take = [&](const char* key, int* dst) {
+    if (*dst != 0 || !j.contains(key)) return;
+    EAGLET_CHECK(j[key].is_number_integer() && j[key].get<int64_t>() > 0, "{}: '{}' must be a positive integer",
+                 c.draft_config, key);
+    *dst = j[key].get<int>();
+  };
+  take("hidden_size", &c.draft.hidden);
+  take("intermediate_size", &c.draft.intermediate);
+  take("num_attention_heads", &c.draft.num_heads);
+  take("num_key_value_heads", &c.draft.num_kv_heads);
+  take("head_dim", &c.draft.head_dim);
+  take("draft_vocab_size", &c.draft.draft_vocab);
+  if (j.contains("num_hidden_layers") && j["num_hidden_layers"] != 1)
+    fail("{}: num_hidden_layers {} — eaglet trains 1-layer EAGLE-3 drafts", c.draft_config, j["num_hidden_layers"].dump());
 }
 
 void walk(const YAML::Node& node, const std::string& prefix, std::vector<std::pair<std::string, std::string>>* out) {
@@ -122,16 +232,14 @@ TrainConfig TrainConfig::load(const std::string& yaml_path, const std::vector<st
     }
     std::vector<std::pair<std::string, std::string>> kv;
     if (root.IsMap()) walk(root, "", &kv);
-    for (auto& [k, v] : kv) {
-      if (!table.count(k)) fail("{}: unknown key '{}'", yaml_path, k);
-      apply(c, table, k, v);
-    }
+    for (auto& [k, v] : kv) apply(c, table, k, v, yaml_path);
   }
   for (auto& o : overrides) {
     const size_t eq = o.find('=');
     if (eq == std::string::npos) fail("config override '{}' is not key=value", o);
-    apply(c, table, o.substr(0, eq), o.substr(eq + 1));
+    apply(c, table, o.substr(0, eq), o.substr(eq + 1), "command line");
   }
+  apply_draft_config(c);
   c.validate();
   return c;
 }
@@ -147,6 +255,11 @@ void TrainConfig::validate() const {
   EAGLET_CHECK(device == "cpu" || device.rfind("cuda", 0) == 0, "config: training.device must be cpu or cuda[:N]");
   EAGLET_CHECK(max_length >= 8, "config: data.max_length must be >= 8");
   EAGLET_CHECK(queue_size >= 1 && inference_workers >= 0, "config: inference.queue_size must be >= 1");
+  EAGLET_CHECK(max_bad_records >= 0, "config: data.max_bad_records must be >= 0");
+  EAGLET_CHECK(num_epochs >= 0, "config: training.num_epochs must be >= 0");
+  EAGLET_CHECK(zero_stage == 0 || zero_stage == 1, "config: training.zero_stage must be 0 or 1 (got {})", zero_stage);
+  EAGLET_CHECK(micro_batch_size >= 0 && eval_every >= 0, "config: training.micro_batch_size and eval_every must be >= 0");
+  EAGLET_CHECK(dist_timeout_s >= 1, "config: training.dist_timeout_s must be >= 1");
 }
 
 std::string TrainConfig::to_yaml() const {

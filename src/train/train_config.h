@@ -1,5 +1,7 @@
 // The trainer's configuration: a YAML file (sections model, data, regen, training, inference,
 // export) plus `section.key=value` (or top-level `key=value`) overrides from the command line.
+// TorchSpec / SpecForge key names (learning_rate, train_data_path, ttt_length, ...) are accepted
+// as aliases in any section, with hyphens or underscores; an unknown key names the nearest one.
 #pragma once
 #include <string>
 #include <vector>
@@ -20,12 +22,16 @@ struct TrainConfig {
   std::string target;                  // HF directory; empty = built-in model
   std::vector<int> aux_layers;         // eaglet/vLLM numbering; empty = (2, L/2, L-3)
   DraftShape draft;
+  std::string draft_config;            // an HF draft config.json (SpecForge's draft_model_config): shape
   std::string lm_head = "init-from-target";  // train | init-from-target | frozen-target
   // data
-  std::string data_path;
+  std::string data_path;               // files or globs, comma-separated (a YAML list also works)
   int num_samples = 0;                 // 0 = all
   int max_length = 512;
-  int eval_samples = 64;               // held out from the end of the data
+  int eval_samples = 64;               // held out from the end of the data (when eval_path is empty)
+  std::string eval_path;               // a separate evaluation file (same formats as path)
+  int max_bad_records = 100;           // malformed records skipped (and counted) before giving up
+  std::string chat_template;           // a Jinja file for chat data; empty: the target tokenizer's
   // regen
   bool regen = true;
   float regen_temperature = 0.8f;
@@ -37,12 +43,17 @@ struct TrainConfig {
   int ttt_steps = 7;
   int batch_size = 16;
   int steps = 1000;
+  double num_epochs = 0;               // > 0: steps = ceil(num_epochs * training samples / batch_size)
   double lr = 1e-4;
   double warmup_ratio = 0.02;
   double grad_clip = 0.5;
   double step_weight = 0.8;            // loss weight of TTT step i is step_weight^i
   int save_every = 250;
   int log_every = 25;
+  int eval_every = 0;                  // evaluate every N steps (0: at the end only)
+  int micro_batch_size = 0;            // per rank; 0 = batch_size / ranks (else batch_size = it x ranks)
+  int zero_stage = 1;                  // 1: optimiser state sharded over ranks (ZeRO-1); 0: replicated
+  int dist_timeout_s = 60;             // a collective that waits longer names the stuck rank and stops
   int train_threads = 1;
   std::string device = "cpu";
   bool bf16 = false;
@@ -56,7 +67,10 @@ struct TrainConfig {
   // export
   std::string key_style = "midlayer";  // midlayer | vllm
 
-  std::string regen_path() const { return output_dir + "/regen.jsonl"; }
+  // Regenerated data of input file `i` of `n` (one input keeps the plain name).
+  std::string regen_path(size_t i = 0, size_t n = 1) const {
+    return output_dir + (n == 1 ? std::string("/regen.jsonl") : "/regen." + std::to_string(i) + ".jsonl");
+  }
   std::string checkpoint_dir() const { return output_dir + "/checkpoint"; }
   std::string export_dir() const { return output_dir + "/export"; }
 

@@ -11,6 +11,7 @@
 #include <numeric>
 #include <random>
 
+#include "core/bad_records.h"
 #include "core/error.h"
 #include "core/thread_pool.h"
 #include "engine/model_bundle.h"
@@ -20,7 +21,9 @@
 #include "train/chat_data.h"
 #include "train/dataset.h"
 #include "train/draft_export.h"
+#include "train/distributed.h"
 #include "train/draft_module.h"
+#include "train/metrics.h"
 #include "train/progress.h"
 #include "train/regen.h"
 #include "train/vocab_mapping.h"
@@ -102,6 +105,9 @@ double lr_at(const TrainConfig& c, int64_t step) {
   return c.lr * 0.5 * (1.0 + std::cos(M_PI * std::min(1.0, p)));
 }
 
+// Everything one rank holds. With several ranks (torchrun's environment, or `--nproc-per-node`)
+// every rank keeps the whole draft and its gradients; with ZeRO-1 only the optimiser state of the
+// parameters it owns (`owner`).
 struct Run {
   const TrainConfig& cfg;
   ModelBundle bundle;
@@ -109,18 +115,50 @@ struct Run {
   std::vector<int> aux;
   VocabMapping vmap;
   DraftModule module{nullptr};
-  std::unique_ptr<torch::optim::AdamW> optim;
+  std::vector<torch::Tensor> params;  // trainable, in module order
+  std::vector<int> owner;             // rank keeping each parameter's optimiser state
+  std::unique_ptr<torch::optim::AdamW> optim;  // over the parameters this rank owns (may be none)
   torch::Tensor d2t_index, in_draft;
   int64_t step = 0;
   ThreadPool* train_pool = nullptr;  // the training thread's kernels (target logits)
+  std::unique_ptr<ProcessGroup> pg;  // null with one rank
+  int rank = 0, world = 1;
+  bool main() const { return rank == 0; }
+  bool owns(size_t i) const { return owner[i] == rank; }
 };
 
+std::string state_key(const torch::Tensor& p) { return c10::guts::to_string(p.unsafeGetTensorImpl()); }
+
+// The optimiser state of parameter i as [exp_avg, exp_avg_sq, step], gathered from its owner to
+// every rank (checkpoints are written once, by rank 0, in a form any world size can load).
+std::vector<torch::Tensor> gather_adam_state(Run& r, size_t i) {
+  const torch::Tensor& p = r.params[i];
+  std::vector<torch::Tensor> st{torch::zeros_like(p), torch::zeros_like(p), torch::zeros({1}, torch::kFloat64)};
+  if (r.owns(i) && r.optim) {
+    auto it = r.optim->state().find(state_key(p));
+    if (it != r.optim->state().end()) {
+      auto& a = static_cast<torch::optim::AdamWParamState&>(*it->second);
+      st[0].copy_(a.exp_avg());
+      st[1].copy_(a.exp_avg_sq());
+      st[2].fill_(double(a.step()));
+    }
+  }
+  if (r.pg && r.owner[i] != 0)
+    for (auto& t : st) r.pg->broadcast(t, r.owner[i]);
+  return st;
+}
+
 void save_checkpoint(Run& r) {
+  torch::NoGradGuard ng;
+  std::vector<torch::Tensor> adam;  // 3 per parameter, in r.params order
+  for (size_t i = 0; i < r.params.size(); ++i)
+    for (auto& t : gather_adam_state(r, i)) adam.push_back(t);
+  if (!r.main()) return;
   const std::string dir = r.cfg.checkpoint_dir(), tmp = dir + ".tmp";
   fs::remove_all(tmp);
   fs::create_directories(tmp);
   torch::save(r.module, tmp + "/model.pt");
-  torch::save(*r.optim, tmp + "/optimizer.pt");
+  torch::save(adam, tmp + "/adam_state.pt");
   auto gen = at::detail::getDefaultCPUGenerator();
   std::vector<torch::Tensor> rng;
   {
@@ -129,7 +167,7 @@ void save_checkpoint(Run& r) {
   }
   torch::save(rng, tmp + "/rng.pt");
   nlohmann::json state = {{"step", r.step}, {"samples_consumed", r.step * r.cfg.batch_size}, {"d2t", r.vmap.d2t},
-                          {"aux_layers", r.aux}, {"config", r.cfg.to_yaml()}};
+                          {"aux_layers", r.aux}, {"world_size", r.world}, {"config", r.cfg.to_yaml()}};
   std::ofstream(tmp + "/state.json") << state.dump(1);
   // Swap in atomically: a kill at any moment leaves one complete checkpoint.
   fs::remove_all(dir + ".old");
@@ -148,7 +186,25 @@ bool load_checkpoint(Run& r) {
   EAGLET_CHECK(state.at("d2t").get<std::vector<int64_t>>() == r.vmap.d2t,
                "{}: checkpoint has another draft vocabulary; use a new output_dir", dir);
   torch::load(r.module, dir + "/model.pt");
-  torch::load(*r.optim, dir + "/optimizer.pt");
+  if (fs::exists(dir + "/adam_state.pt")) {
+    std::vector<torch::Tensor> adam;
+    torch::load(adam, dir + "/adam_state.pt");
+    EAGLET_CHECK(adam.size() == 3 * r.params.size(), "{}/adam_state.pt: {} tensors for {} parameters", dir, adam.size(),
+                 r.params.size());
+    for (size_t i = 0; i < r.params.size(); ++i) {
+      if (!r.owns(i) || !r.optim) continue;
+      auto st = std::make_unique<torch::optim::AdamWParamState>();
+      st->step(int64_t(adam[3 * i + 2].item<double>()));
+      if (st->step() == 0) continue;  // never stepped: AdamW creates its state on the first step
+      st->exp_avg(adam[3 * i].clone());
+      st->exp_avg_sq(adam[3 * i + 1].clone());
+      r.optim->state()[state_key(r.params[i])] = std::move(st);
+    }
+  } else {
+    // Checkpoints before data parallelism kept the whole optimiser in one archive.
+    EAGLET_CHECK(r.world == 1, "{}: this checkpoint's optimizer.pt resumes on one rank only", dir);
+    torch::load(*r.optim, dir + "/optimizer.pt");
+  }
   std::vector<torch::Tensor> rng;
   torch::load(rng, dir + "/rng.pt");
   auto gen = at::detail::getDefaultCPUGenerator();
@@ -157,7 +213,10 @@ bool load_checkpoint(Run& r) {
     gen.set_state(rng[0]);
   }
   r.step = state.at("step").get<int64_t>();
-  spdlog::info("resumed from {} at step {}", dir, r.step);
+  const int saved_world = state.value("world_size", 1);
+  if (r.main())
+    spdlog::info("resumed from {} at step {}{}", dir, r.step,
+                 saved_world != r.world ? fmt::format(" (saved by {} ranks, now {})", saved_world, r.world) : "");
   return true;
 }
 
@@ -201,29 +260,34 @@ DraftExport make_export(Run& r) {
   return d;
 }
 
-std::vector<double> evaluate(Run& r, const std::vector<HiddenSample>& eval) {
-  std::vector<double> correct(size_t(r.cfg.ttt_steps), 0), valid(size_t(r.cfg.ttt_steps), 0);
-  torch::NoGradGuard ng;
-  for (size_t b = 0; b < eval.size(); b += size_t(r.cfg.batch_size)) {
-    std::vector<HiddenSample> chunk(eval.begin() + long(b), eval.begin() + long(std::min(eval.size(), b + size_t(r.cfg.batch_size))));
-    auto res = ttt_forward(r.module, make_batch(*r.train_pool, *r.bundle.model, chunk), r.cfg.ttt_steps, r.cfg.step_weight, r.d2t_index, r.in_draft);
-    for (int i = 0; i < r.cfg.ttt_steps; ++i) {
-      correct[size_t(i)] += res.step_correct[size_t(i)];
-      valid[size_t(i)] += res.step_valid[size_t(i)];
-    }
-  }
-  std::vector<double> acc;
-  for (int i = 0; i < r.cfg.ttt_steps; ++i) acc.push_back(valid[size_t(i)] > 0 ? correct[size_t(i)] / valid[size_t(i)] : 0);
-  return acc;
+// Sums `v` over the ranks (identity with one).
+void sum_over_ranks(Run& r, std::vector<double>& v) {
+  if (!r.pg || v.empty()) return;
+  auto t = torch::tensor(v, torch::kFloat64);
+  r.pg->all_reduce_sum(t);
+  for (size_t i = 0; i < v.size(); ++i) v[i] = t[int64_t(i)].item<double>();
 }
 
-double simulated_acceptance(const std::vector<double>& acc, int k) {
-  double al = 1, prod = 1;
-  for (int i = 0; i < std::min<int>(k, int(acc.size())); ++i) {
-    prod *= acc[size_t(i)];
-    al += prod;
+// Per-step accuracy on the held-out samples; each rank scores its share (`eval` holds it).
+std::vector<double> evaluate(Run& r, const std::vector<HiddenSample>& eval) {
+  const int S = r.cfg.ttt_steps;
+  std::vector<double> counts(size_t(2 * S), 0);  // correct per step, then valid per step
+  torch::NoGradGuard ng;
+  const bool was_training = r.module->is_training();
+  r.module->eval();
+  for (size_t b = 0; b < eval.size(); b += size_t(r.cfg.batch_size)) {
+    std::vector<HiddenSample> chunk(eval.begin() + long(b), eval.begin() + long(std::min(eval.size(), b + size_t(r.cfg.batch_size))));
+    auto res = ttt_forward(r.module, make_batch(*r.train_pool, *r.bundle.model, chunk), S, r.cfg.step_weight, r.d2t_index, r.in_draft);
+    for (int i = 0; i < S; ++i) {
+      counts[size_t(i)] += res.step_correct[size_t(i)];
+      counts[size_t(S + i)] += res.step_valid[size_t(i)];
+    }
   }
-  return al;
+  if (was_training) r.module->train();
+  sum_over_ranks(r, counts);
+  std::vector<double> acc;
+  for (int i = 0; i < S; ++i) acc.push_back(counts[size_t(S + i)] > 0 ? counts[size_t(i)] / counts[size_t(S + i)] : 0);
+  return acc;
 }
 
 std::string fmt_acc(const std::vector<double>& v) {
@@ -231,47 +295,152 @@ std::string fmt_acc(const std::vector<double>& v) {
   for (double x : v) s += fmt::format("{}{:.3f}", s.empty() ? "" : " ", x);
   return s;
 }
+
+// The chat template for chat data: data.chat_template (a Jinja file), else the tokenizer's.
+std::unique_ptr<ChatTemplate> chat_template(const TrainConfig& cfg, const ModelBundle& b, const std::string& data) {
+  if (!cfg.chat_template.empty()) return std::make_unique<ChatTemplate>(read_text_file(cfg.chat_template));
+  auto tmpl = ChatTemplate::from_tokenizer_config(b.tokenizer.config());
+  EAGLET_CHECK(tmpl != nullptr, "{}: chat data needs a chat template: the target's tokenizer_config.json has none; set "
+               "data.chat_template to a Jinja file", data);
+  return tmpl;
+}
+
+// Samples of a data file as training samples (regenerated JSONL, chat data, or plain texts).
+std::vector<TrainSample> load_samples(const TrainConfig& cfg, const std::string& path, ModelBundle& b, int limit,
+                                      BadRecords* bad) {
+  if (is_regenerated_file(path)) {
+    auto out = load_regenerated(path, cfg.max_length, b.model->config().vocab, bad);
+    if (limit > 0 && int(out.size()) > limit) out.resize(size_t(limit));
+    return out;
+  }
+  if (is_chat_file(path)) {
+    auto tmpl = chat_template(cfg, b, path);
+    std::vector<TrainSample> out;
+    for (auto& c : load_conversations(path, limit, bad)) out.push_back(render_conversation(c, *tmpl, b.tokenizer, cfg.max_length));
+    return out;
+  }
+  return tokenize_texts(load_texts(path, limit, bad), b.tokenizer, cfg.max_length);
+}
+
+// Bytes of parameters, gradients and AdamW state (2 moments) this rank holds.
+nlohmann::json memory_report(const Run& r) {
+  int64_t all = 0, owned = 0;
+  for (size_t i = 0; i < r.params.size(); ++i) {
+    all += r.params[i].numel();
+    if (r.owns(i)) owned += r.params[i].numel();
+  }
+  const double MB = 1024.0 * 1024.0;
+  return {{"kind", "memory"}, {"rank", r.rank}, {"world_size", r.world}, {"zero_stage", r.cfg.zero_stage},
+          {"params_mb", all * 4 / MB}, {"grads_mb", all * 4 / MB}, {"optimizer_state_mb", owned * 8 / MB},
+          {"optimizer_state_mb_replicated", all * 8 / MB}};
+}
+
+double peak_rss_mb() {
+  std::ifstream in("/proc/self/status");
+  std::string line;
+  while (std::getline(in, line))
+    if (line.rfind("VmHWM:", 0) == 0) return std::stod(line.substr(6)) / 1024.0;
+  return 0;
+}
+
+// Copies every parameter from the rank that owns it (after the owners' optimiser steps), one
+// broadcast per owning rank.
+void share_parameters(Run& r) {
+  torch::NoGradGuard ng;
+  for (int src = 0; src < r.world; ++src) {
+    std::vector<torch::Tensor> mine;
+    for (size_t i = 0; i < r.params.size(); ++i)
+      if (r.owner[i] == src) mine.push_back(r.params[i]);
+    if (mine.empty()) continue;
+    std::vector<torch::Tensor> flat_parts;
+    for (auto& p : mine) flat_parts.push_back(p.detach().reshape({-1}));
+    auto flat = torch::cat(flat_parts);
+    r.pg->broadcast(flat, src);
+    int64_t off = 0;
+    for (auto& p : mine) {
+      p.detach().copy_(flat.narrow(0, off, p.numel()).view(p.sizes()));
+      off += p.numel();
+    }
+  }
+}
 }  // namespace
 
-TrainSummary run_training(const TrainConfig& cfg, const TrainHooks& hooks) {
+TrainSummary run_training(const TrainConfig& config, const TrainHooks& hooks) {
   const auto wall0 = clock_type::now();
+  TrainConfig cfg = config;  // num_epochs turns into steps once the data is known
   EAGLET_CHECK(cfg.device == "cpu" || torch::cuda::is_available(),
                "training.device '{}' needs a CUDA build of libtorch; this one is CPU-only", cfg.device);
-  fs::create_directories(cfg.output_dir);
-  std::ofstream(cfg.output_dir + "/config.yaml") << cfg.to_yaml();
+  const DistEnv env = DistEnv::from_environment();
   ThreadPool inference_pool(cfg.inference_threads);  // every target forward: regeneration, hidden states, eval
   torch::set_num_threads(cfg.train_threads);
   ThreadPool train_pool(cfg.train_threads);
-  Run r{cfg, load_bundle(cfg.target), {}, {}, {}, {}, nullptr, nullptr, {}, {}, 0, &train_pool};
+  Run r{cfg, load_bundle(cfg.target), {}, {}, {}, {}, nullptr, {}, {}, nullptr, {}, {}, 0, &train_pool, nullptr, env.rank,
+        env.world};
+  if (r.world > 1) r.pg = std::make_unique<ProcessGroup>(env, std::chrono::seconds(cfg.dist_timeout_s));
+  if (r.world > 1) spdlog::set_pattern(fmt::format("[%H:%M:%S.%e] [rank {}] [%l] %v", r.rank));
+  if (!r.main()) spdlog::set_level(spdlog::level::warn);  // one rank narrates
+  const int64_t per_rank = cfg.micro_batch_size > 0 ? cfg.micro_batch_size : cfg.batch_size / r.world;
+  const int64_t batch = per_rank * r.world;  // global
+  EAGLET_CHECK(cfg.micro_batch_size > 0 || cfg.batch_size % r.world == 0,
+               "config: training.batch_size {} is not a multiple of the {} ranks (or set training.micro_batch_size)",
+               cfg.batch_size, r.world);
+  if (r.main()) {
+    fs::create_directories(cfg.output_dir);
+    std::ofstream(cfg.output_dir + "/config.yaml") << cfg.to_yaml();
+  }
   Model& target = *r.bundle.model;
   const auto& tc = target.config();
   spdlog::info("target: {}", r.bundle.label());
 
-  // Data: regenerate with the target, or take the texts as they are.
+  // Data: each file regenerated with the target (rank 0; the others read its output), or taken
+  // as it is (already regenerated, or regen off). Malformed records are skipped and counted.
+  BadRecords bad(cfg.max_bad_records);
   std::vector<TrainSample> all;
   EAGLET_CHECK(!cfg.data_path.empty(), "config: data.path is required");
-  if (cfg.regen) {
-    RegenOptions ro{cfg.data_path, cfg.regen_path(), cfg.num_samples, cfg.regen_temperature,
-                    cfg.regen_max_new_tokens, cfg.regen_prefix_tokens, cfg.regen_batch,
-                    cfg.regen_samples_per_prompt, cfg.seed};
-    regenerate(inference_pool, target, r.bundle.tokenizer, r.bundle.eos_ids, ro);
-    all = load_regenerated(cfg.regen_path(), cfg.max_length, tc.vocab);
-  } else if (cfg.data_path.size() > 6 && cfg.data_path.compare(cfg.data_path.size() - 6, 6, ".jsonl") == 0 &&
-             read_text_file(cfg.data_path).find("\"input_ids\"") != std::string::npos) {
-    all = load_regenerated(cfg.data_path, cfg.max_length, tc.vocab);
-  } else if (is_chat_file(cfg.data_path)) {
-    auto tmpl = ChatTemplate::from_tokenizer_config(r.bundle.tokenizer.config());
-    EAGLET_CHECK(tmpl != nullptr, "{}: chat data needs the target's chat_template (tokenizer_config.json has none)",
-                 cfg.data_path);
-    for (auto& c : load_conversations(cfg.data_path, cfg.num_samples))
-      all.push_back(render_conversation(c, *tmpl, r.bundle.tokenizer, cfg.max_length));
-  } else {
-    all = tokenize_texts(load_texts(cfg.data_path, cfg.num_samples), r.bundle.tokenizer, cfg.max_length);
+  const auto files = expand_data_paths(cfg.data_path);
+  for (size_t f = 0; f < files.size(); ++f) {
+    const int limit = cfg.num_samples > 0 ? cfg.num_samples - int(all.size()) : 0;
+    if (cfg.num_samples > 0 && limit <= 0) break;
+    std::vector<TrainSample> part;
+    if (is_regenerated_file(files[f])) {
+      if (cfg.regen) spdlog::info("{}: already regenerated (input_ids); trained on as is", files[f]);
+      part = load_regenerated(files[f], cfg.max_length, tc.vocab, &bad);
+      if (limit > 0 && int(part.size()) > limit) part.resize(size_t(limit));
+    } else if (cfg.regen) {
+      const std::string out = cfg.regen_path(f, files.size());
+      if (r.main()) {
+        RegenOptions ro{files[f], out, limit, cfg.regen_temperature, cfg.regen_max_new_tokens,
+                        cfg.regen_prefix_tokens, cfg.regen_batch, cfg.regen_samples_per_prompt, cfg.seed, &bad,
+                        cfg.chat_template};
+        regenerate(inference_pool, target, r.bundle.tokenizer, r.bundle.eos_ids, ro);
+        if (r.pg) r.pg->publish(fmt::format("regen-done-{}", f));
+      } else {
+        r.pg->wait_for(fmt::format("regen-done-{}", f), std::chrono::hours(48));
+      }
+      part = load_regenerated(out, cfg.max_length, tc.vocab, &bad);
+    } else {
+      part = load_samples(cfg, files[f], r.bundle, limit, &bad);
+    }
+    for (auto& x : part) all.push_back(std::move(x));
   }
-  EAGLET_CHECK(int(all.size()) > cfg.eval_samples, "{}: {} samples leave none for training after {} held out",
-               cfg.data_path, all.size(), cfg.eval_samples);
-  r.eval.assign(all.end() - cfg.eval_samples, all.end());
-  r.train.assign(all.begin(), all.end() - cfg.eval_samples);
+  if (!cfg.eval_path.empty()) {
+    for (const auto& path : expand_data_paths(cfg.eval_path))
+      for (auto& x : load_samples(cfg, path, r.bundle, cfg.eval_samples, &bad)) r.eval.push_back(std::move(x));
+    r.train = std::move(all);
+    EAGLET_CHECK(!r.train.empty() && !r.eval.empty(), "config: data.path {} / data.eval_path {}: no samples",
+                 cfg.data_path, cfg.eval_path);
+  } else {
+    EAGLET_CHECK(int(all.size()) > cfg.eval_samples, "{}: {} samples leave none for training after {} held out",
+                 cfg.data_path, all.size(), cfg.eval_samples);
+    r.eval.assign(all.end() - cfg.eval_samples, all.end());
+    r.train.assign(all.begin(), all.end() - cfg.eval_samples);
+  }
+  if (bad.count() > 0)
+    spdlog::warn("skipped {} malformed record(s); the first: {}", bad.count(), fmt::join(bad.first(), " | "));
+  if (cfg.num_epochs > 0) {
+    cfg.steps = int(std::ceil(cfg.num_epochs * double(r.train.size()) / double(batch)));
+    spdlog::info("{} epoch(s) of {} samples: {} steps", cfg.num_epochs, r.train.size(), cfg.steps);
+  }
 
   r.aux = cfg.aux_layers.empty() ? default_aux_layers(tc.num_layers) : cfg.aux_layers;
   std::sort(r.aux.begin(), r.aux.end());
@@ -295,36 +464,77 @@ TrainSummary run_training(const TrainConfig& cfg, const TrainHooks& hooks) {
     if (cfg.lm_head != "train") r.module->lm_head->weight.copy_(to_tensor(target.lm_head()).index_select(0, r.d2t_index));
   }
   if (cfg.lm_head == "frozen-target") r.module->lm_head->weight.set_requires_grad(false);
-  std::vector<torch::Tensor> params;
   for (auto& p : r.module->parameters())
-    if (p.requires_grad()) params.push_back(p);
-  r.optim = std::make_unique<torch::optim::AdamW>(
-      params, torch::optim::AdamWOptions(cfg.lr).betas({0.9, 0.95}).weight_decay(0.0));
+    if (p.requires_grad()) r.params.push_back(p);
+  r.owner = r.world > 1 && cfg.zero_stage == 1 ? zero1_owners(r.params, r.world) : std::vector<int>(r.params.size(), r.rank);
+  std::vector<torch::Tensor> owned;
+  for (size_t i = 0; i < r.params.size(); ++i)
+    if (r.owns(i)) owned.push_back(r.params[i]);
+  if (!owned.empty())
+    r.optim = std::make_unique<torch::optim::AdamW>(
+        owned, torch::optim::AdamWOptions(cfg.lr).betas({0.9, 0.95}).weight_decay(0.0));
   load_checkpoint(r);
+  if (r.pg) {
+    // Every rank starts from rank 0's parameters (the same seed gives the same ones; this makes
+    // it so whatever the platform's RNG).
+    for (auto& p : r.params) {
+      auto d = p.detach();
+      r.pg->broadcast(d, 0);
+    }
+  }
+  MetricsLog metrics(r.main() ? cfg.output_dir + "/metrics.jsonl" : "");
+  {
+    nlohmann::json mem = memory_report(r);
+    std::vector<double> per_rank_state{mem["optimizer_state_mb"].get<double>()};
+    if (r.world > 1) {
+      std::vector<double> all_ranks(size_t(r.world), 0);
+      all_ranks[size_t(r.rank)] = per_rank_state[0];
+      sum_over_ranks(r, all_ranks);
+      mem["optimizer_state_mb_per_rank"] = all_ranks;
+    }
+    mem["step"] = r.step;
+    metrics.write(mem);
+    spdlog::info("{} rank(s), {} samples per step ({} per rank); per rank: params {:.1f} MB, grads {:.1f} MB, AdamW "
+                 "state {:.1f} MB ({})", r.world, batch, per_rank, mem["params_mb"].get<double>(),
+                 mem["grads_mb"].get<double>(), mem["optimizer_state_mb"].get<double>(),
+                 r.world > 1 && cfg.zero_stage == 1 ? "ZeRO-1 share" : "replicated");
+  }
 
-  // The stream: epochs over the training split, each in its own seeded order.
-  std::vector<TrainSample> stream;
-  const int64_t total = int64_t(cfg.steps) * cfg.batch_size;
-  for (int64_t epoch = 0; int64_t(stream.size()) < total; ++epoch) {
+  // The stream: epochs over the training split, each in its own seeded order; step s takes global
+  // samples [s * batch, (s + 1) * batch), rank k the k-th slice of per_rank of them. `mine` holds
+  // this rank's, indexed by position (what the hidden-state sources count in).
+  std::vector<TrainSample> mine;
+  const int64_t total = int64_t(cfg.steps) * batch;
+  int64_t g = 0;
+  for (int64_t epoch = 0; g < total; ++epoch) {
     std::vector<size_t> order(r.train.size());
     std::iota(order.begin(), order.end(), 0);
     std::mt19937_64 rng(cfg.seed * 7919 + uint64_t(epoch));
     std::shuffle(order.begin(), order.end(), rng);
-    for (size_t i : order) {
-      if (int64_t(stream.size()) >= total) break;
-      TrainSample s = r.train[i];
-      s.index = int64_t(stream.size());
-      stream.push_back(std::move(s));
+    for (size_t i = 0; i < order.size() && g < total; ++i, ++g) {
+      if ((g % batch) / per_rank != r.rank) continue;
+      mine.push_back(r.train[order[i]]);
+      mine.back().index = int64_t(mine.size()) - 1;
     }
   }
-  const int64_t first = r.step * cfg.batch_size;
+  const int64_t first = r.step * per_rank, mine_total = int64_t(cfg.steps) * per_rank;
+  std::string endpoint = cfg.zmq_endpoint;
+  if (r.world > 1 && cfg.inference_mode == "zmq") {
+    // Each rank binds its own port: the configured one plus LOCAL_RANK.
+    const size_t colon = endpoint.rfind(':');
+    EAGLET_CHECK(colon != std::string::npos, "config: inference.endpoint '{}' has no port", endpoint);
+    endpoint = endpoint.substr(0, colon + 1) + std::to_string(std::stoi(endpoint.substr(colon + 1)) + env.local_rank);
+  }
   std::unique_ptr<HiddenSource> source =
       cfg.inference_mode == "zmq"
-          ? make_zmq_source(cfg.zmq_endpoint, stream, r.aux, tc.hidden, first, total, cfg.queue_size, cfg.worker_timeout_s)
-          : make_thread_source(inference_pool, target, stream, r.aux, first, total, cfg.inference_workers, cfg.queue_size);
-  std::vector<HiddenSample> eval_hidden;
-  for (auto& s : r.eval) eval_hidden.push_back(compute_hidden(inference_pool, target, s, r.aux));
+          ? make_zmq_source(endpoint, mine, r.aux, tc.hidden, first, mine_total, cfg.queue_size, cfg.worker_timeout_s)
+          : make_thread_source(inference_pool, target, mine, r.aux, first, mine_total, cfg.inference_workers, cfg.queue_size);
+  std::vector<HiddenSample> eval_hidden;  // this rank's share of the held-out samples
+  for (size_t i = size_t(r.rank); i < r.eval.size(); i += size_t(r.world))
+    eval_hidden.push_back(compute_hidden(inference_pool, target, r.eval[i], r.aux));
 
+  std::unique_ptr<GradientSync> sync;
+  if (r.pg) sync = std::make_unique<GradientSync>(*r.pg, r.params);
   TrainSummary sum;
   Progress progress("train step", cfg.steps, r.step);
   double train_seconds = 0;
@@ -332,37 +542,67 @@ TrainSummary run_training(const TrainConfig& cfg, const TrainHooks& hooks) {
   const int64_t start_step = r.step;
   r.module->train();
   while (r.step < cfg.steps) {
-    std::vector<HiddenSample> batch(size_t(cfg.batch_size));
-    for (auto& s : batch)
-      if (!source->take(&s)) fail("hidden-state stream ended early at sample {}", r.step * cfg.batch_size);
+    if (r.pg) r.pg->at_step(r.step);
+    std::vector<HiddenSample> local(static_cast<size_t>(per_rank));
+    for (auto& s : local)
+      if (!source->take(&s)) fail("hidden-state stream ended early at sample {}", r.step * batch);
     const auto t0 = clock_type::now();
-    TttBatch b = make_batch(train_pool, target, batch);
-    for (auto& group : r.optim->param_groups()) static_cast<torch::optim::AdamWOptions&>(group.options()).lr(lr_at(cfg, r.step));
-    r.optim->zero_grad();
+    TttBatch b = make_batch(train_pool, target, local);
+    // One small all-reduce carries the loss denominators of the global batch and whether any
+    // rank was asked to stop (so all stop after the same step).
+    const bool stop_asked = (hooks.stop_after_steps > 0 && r.step + 1 - start_step >= hooks.stop_after_steps) ||
+                            (hooks.stop_flag && hooks.stop_flag->load());
+    std::vector<double> denoms = ttt_valid_counts(b, cfg.ttt_steps, r.in_draft);
+    denoms.push_back(stop_asked ? 1 : 0);
+    sum_over_ranks(r, denoms);
+    const bool stop = denoms.back() > 0;
+    denoms.pop_back();
+    if (r.optim)
+      for (auto& group : r.optim->param_groups())
+        static_cast<torch::optim::AdamWOptions&>(group.options()).lr(lr_at(cfg, r.step));
+    r.module->zero_grad();
     // bf16 compute: autocast runs the matmuls in BF16 while the weights (and AdamW) stay FP32;
     // softmax and the loss are computed in FP32 inside ttt_forward either way.
     at::autocast::set_cpu_enabled(cfg.bf16);
     at::autocast::set_autocast_cpu_dtype(at::kBFloat16);
-    TttResult res = ttt_forward(r.module, b, cfg.ttt_steps, cfg.step_weight, r.d2t_index, r.in_draft);
+    TttResult res = ttt_forward(r.module, b, cfg.ttt_steps, cfg.step_weight, r.d2t_index, r.in_draft, &denoms);
     at::autocast::set_cpu_enabled(false);
     at::autocast::clear_cache();
     res.loss.backward();
-    torch::nn::utils::clip_grad_norm_(params, cfg.grad_clip);
-    r.optim->step();
+    if (sync) sync->finish();  // gradients now summed over the ranks: the global batch's
+    torch::nn::utils::clip_grad_norm_(r.params, cfg.grad_clip);
+    if (r.optim) r.optim->step();
+    if (r.pg && cfg.zero_stage == 1) share_parameters(r);
     ++r.step;
     train_seconds += std::chrono::duration<double>(clock_type::now() - t0).count();
-    for (auto& s : batch) tokens += int64_t(s.ids.size());
+    for (auto& s : local) tokens += int64_t(s.ids.size());
     if (r.step % cfg.log_every == 0 || r.step == cfg.steps) {
+      const int S = cfg.ttt_steps;
+      std::vector<double> c{res.loss.item<double>(), double(tokens)};
+      for (int i = 0; i < S; ++i) c.push_back(res.step_correct[size_t(i)]);
+      for (int i = 0; i < S; ++i) c.push_back(res.step_valid[size_t(i)]);
+      sum_over_ranks(r, c);
       std::vector<double> acc;
-      for (int i = 0; i < cfg.ttt_steps; ++i) acc.push_back(res.step_valid[size_t(i)] > 0 ? res.step_correct[size_t(i)] / res.step_valid[size_t(i)] : 0);
+      for (int i = 0; i < S; ++i) acc.push_back(c[size_t(2 + S + i)] > 0 ? c[size_t(2 + i)] / c[size_t(2 + S + i)] : 0);
       const auto st = source->stats();
-      progress.update(r.step, fmt::format("loss {:.3f} | acc {} | lr {:.2e} | {:.0f} tok/s | queue {} | trainer idle {:.0f}%",
-                                          res.loss.item<double>(), fmt_acc(acc), lr_at(cfg, r.step - 1),
-                                          tokens / std::max(1e-9, progress.elapsed()), st.depth,
-                                          100 * st.trainer_wait_seconds / std::max(1e-9, progress.elapsed())), 0.0);
+      const double el = std::max(1e-9, progress.elapsed());
+      progress.update(r.step, fmt::format("loss {:.3f} | acc {} | lr {:.2e} | {:.0f} tok/s | {:.1f} samples/s | queue {} | "
+                                          "trainer idle {:.0f}%", c[0], fmt_acc(acc), lr_at(cfg, r.step - 1), c[1] / el,
+                                          double(r.step - start_step) * double(batch) / el, st.depth,
+                                          100 * st.trainer_wait_seconds / el), 0.0);
+      metrics.write({{"kind", "train"}, {"step", r.step}, {"loss", c[0]}, {"accuracy", acc},
+                     {"simulated_acceptance", simulated_acceptance(acc, 3)}, {"lr", lr_at(cfg, r.step - 1)},
+                     {"tokens_per_second", c[1] / el}, {"samples_per_second", double(r.step - start_step) * double(batch) / el},
+                     {"queue_depth", st.depth}, {"trainer_busy", train_seconds / el},
+                     {"trainer_idle", st.trainer_wait_seconds / el}, {"workers_busy_seconds", st.worker_busy_seconds},
+                     {"workers_blocked_seconds", st.worker_wait_seconds}, {"ranks", r.world}});
     }
-    const bool stop = (hooks.stop_after_steps > 0 && r.step - start_step >= hooks.stop_after_steps) ||
-                      (hooks.stop_flag && hooks.stop_flag->load());
+    if (cfg.eval_every > 0 && r.step % cfg.eval_every == 0 && r.step < cfg.steps) {
+      const auto acc = evaluate(r, eval_hidden);
+      spdlog::info("eval at step {}: accuracy {} | simulated acceptance length (k=3) {:.2f}", r.step, fmt_acc(acc),
+                   simulated_acceptance(acc, 3));
+      metrics.write({{"kind", "eval"}, {"step", r.step}, {"accuracy", acc}, {"simulated_acceptance", simulated_acceptance(acc, 3)}});
+    }
     if (r.step % cfg.save_every == 0 || r.step == cfg.steps || stop) save_checkpoint(r);
     if (stop) {
       spdlog::info("stopping at step {} (checkpoint saved; run again to resume)", r.step);
@@ -370,21 +610,34 @@ TrainSummary run_training(const TrainConfig& cfg, const TrainHooks& hooks) {
     }
   }
   source->stop();
+  sync.reset();
   sum.stream = source->stats();
   sum.steps_done = r.step;
   sum.train_seconds = train_seconds;
   sum.wall_seconds = std::chrono::duration<double>(clock_type::now() - wall0).count();
   const double loop_seconds = progress.elapsed();
   sum.trainer_busy_fraction = loop_seconds > 0 ? train_seconds / loop_seconds : 0;
-  r.module->eval();
   sum.eval_accuracy = evaluate(r, eval_hidden);
   sum.eval_simulated_acceptance = simulated_acceptance(sum.eval_accuracy, 3);
   spdlog::info("eval (held-out {} samples): per-step accuracy {} | simulated acceptance length (k=3) {:.2f}",
                r.eval.size(), fmt_acc(sum.eval_accuracy), sum.eval_simulated_acceptance);
-  if (r.step >= cfg.steps) {
-    write_draft_export(cfg.export_dir(), make_export(r), cfg.key_style);
-    sum.export_dir = cfg.export_dir();
-    spdlog::info("exported draft to {}", sum.export_dir);
+  metrics.write({{"kind", "eval"}, {"step", r.step}, {"accuracy", sum.eval_accuracy},
+                 {"simulated_acceptance", sum.eval_simulated_acceptance}});
+  std::vector<double> rss{peak_rss_mb()};
+  if (r.world > 1) {
+    std::vector<double> all_ranks(size_t(r.world), 0);
+    all_ranks[size_t(r.rank)] = rss[0];
+    sum_over_ranks(r, all_ranks);  // also the ranks' last meeting: none leaves while others still need it
+    rss = all_ranks;
+  }
+  metrics.write({{"kind", "memory"}, {"step", r.step}, {"peak_rss_mb_per_rank", rss}});
+  if (r.main()) {
+    write_curves_svg(metrics.path(), cfg.output_dir + "/curves.svg");
+    if (r.step >= cfg.steps) {
+      write_draft_export(cfg.export_dir(), make_export(r), cfg.key_style);
+      sum.export_dir = cfg.export_dir();
+      spdlog::info("exported draft to {}", sum.export_dir);
+    }
   }
   spdlog::info("stream: produced {} consumed {} | trainer busy {:.0f}% | workers busy {:.1f}s, blocked {:.1f}s",
                sum.stream.produced, sum.stream.consumed, 100 * sum.trainer_busy_fraction, sum.stream.worker_busy_seconds,

@@ -1,0 +1,160 @@
+// Recipes as TorchSpec / SpecForge users write them: their key names as aliases, the nearest key
+// suggested on a typo, a draft config.json for the shape, several data files and globs,
+// malformed records skipped and counted (up to a limit), data already regenerated used as is,
+// `--print-config`, periodic evaluation on an eval file, metrics.jsonl and the curves picture.
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <nlohmann/json.hpp>
+#include <sstream>
+
+#include "core/error.h"
+#include "io/mapped_file.h"
+#include "support/test_util.h"
+#include "support/train_fixture.h"
+#include "train/dataset.h"
+#include "train/trainer.h"
+
+namespace eaglet {
+namespace {
+
+std::string error_of(const std::function<void()>& f) {
+  try {
+    f();
+  } catch (const Error& e) {
+    return e.what();
+  }
+  return "(no error)";
+}
+
+TEST(Recipes, TorchSpecAndSpecForgeKeysAreAliases) {
+  test::TempDir d;
+  test::write_text(d.file("draft.json"), R"({"architectures": ["LlamaForCausalLMEagle3"], "hidden_size": 48,
+    "intermediate_size": 96, "num_attention_heads": 4, "num_key_value_heads": 2, "head_dim": 12,
+    "num_hidden_layers": 1, "draft_vocab_size": 64})");
+  test::write_text(d.file("torchspec.yaml"),
+                   "model:\n  target_model_path: /models/t\n  draft_model_config: " + d.file("draft.json") +
+                       "\ndataset:\n  train_data_path: [a.jsonl, 'b/*.jsonl']\n  eval_data_path: e.jsonl\n"
+                       "  max_seq_length: 256\n  chat_template: t.jinja\n"
+                       "training:\n  learning_rate: 5e-5\n  max_grad_norm: 1.0\n  ttt_length: 6\n"
+                       "  micro_batch_size: 2\n  num_epochs: 3\n  save_interval: 50\n  eval_interval: 20\n");
+  const TrainConfig c = TrainConfig::load(d.file("torchspec.yaml"), {"seed=5", "max-grad-norm=0.25"});
+  EXPECT_EQ(c.target, "/models/t");
+  EXPECT_EQ(c.data_path, "a.jsonl,b/*.jsonl");
+  EXPECT_EQ(c.eval_path, "e.jsonl");
+  EXPECT_EQ(c.max_length, 256);
+  EXPECT_EQ(c.chat_template, "t.jinja");
+  EXPECT_DOUBLE_EQ(c.lr, 5e-5);
+  EXPECT_DOUBLE_EQ(c.grad_clip, 0.25);  // the command line wins, hyphens or not
+  EXPECT_EQ(c.ttt_steps, 6);
+  EXPECT_EQ(c.micro_batch_size, 2);
+  EXPECT_DOUBLE_EQ(c.num_epochs, 3);
+  EXPECT_EQ(c.save_every, 50);
+  EXPECT_EQ(c.eval_every, 20);
+  EXPECT_EQ(c.seed, 5u);
+  EXPECT_EQ(c.draft.intermediate, 96);  // from draft_model_config
+  EXPECT_EQ(c.draft.num_kv_heads, 2);
+  EXPECT_EQ(c.draft.draft_vocab, 64);
+  // What --print-config shows loads back to the same configuration.
+  test::write_text(d.file("printed.yaml"), c.to_yaml());
+  EXPECT_EQ(TrainConfig::load(d.file("printed.yaml"), {}).to_yaml(), c.to_yaml());
+}
+
+TEST(Recipes, TyposNameTheNearestKey) {
+  EXPECT_NE(error_of([] { TrainConfig::load("", {"training.learnig_rate=1e-4"}); }).find("did you mean 'learning_rate'"),
+            std::string::npos);
+  EXPECT_NE(error_of([] { TrainConfig::load("", {"training.stesp=4"}); }).find("did you mean 'training.steps'"),
+            std::string::npos);
+  EXPECT_NE(error_of([] { TrainConfig::load("", {"trainin.batch_size=4"}); }).find("unknown key"), std::string::npos);
+  const std::string far = error_of([] { TrainConfig::load("", {"completely_unrelated=1"}); });
+  EXPECT_NE(far.find("unknown key 'completely_unrelated'"), std::string::npos) << far;
+  EXPECT_EQ(far.find("did you mean"), std::string::npos) << far;
+  test::TempDir d;
+  test::write_text(d.file("draft.json"), R"({"hidden_size": 48, "num_hidden_layers": 2})");
+  EXPECT_NE(error_of([&] { TrainConfig::load("", {"draft_model_config=" + d.file("draft.json")}); })
+                .find("num_hidden_layers 2"),
+            std::string::npos);
+}
+
+TEST(Recipes, PrintConfigShowsTheResolvedRecipe) {
+  auto r = test::run_command(test::eaglet_binary() + " train --print-config learning_rate=0.002 ttt_length=3 2>&1");
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_NE(r.output.find("training.lr: 0.002"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("training.ttt_steps: 3"), std::string::npos) << r.output;
+  r = test::run_command(test::eaglet_binary() + " train --print-config learnig_rate=0.002 2>&1");
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_NE(r.output.find("did you mean 'learning_rate'"), std::string::npos) << r.output;
+}
+
+TEST(Recipes, SeveralFilesGlobsMalformedRecordsAndRegeneratedData) {
+  TrainFixture f;
+  // Two regenerated shards (one with two malformed lines) and a glob that finds them.
+  std::string a, b;
+  for (int i = 0; i < 20; ++i) {
+    nlohmann::json j = {{"input_ids", {1 + i, 2, 3, 4, 5, 6}}, {"loss_mask", {0, 1, 1, 1, 1, 1}}};
+    (i < 10 ? a : b) += j.dump() + "\n";
+  }
+  b += "{not json\n";
+  b += R"({"input_ids": [1, 2], "loss_mask": [1]})" "\n";
+  b += R"({"input_ids": [3, 4, 5], "loss_mask": [1, 1, 1]})" "\n";
+  std::filesystem::create_directories(f.dir.file("shards"));
+  test::write_text(f.dir.file("shards/part-0.jsonl"), a);
+  test::write_text(f.dir.file("shards/part-1.jsonl"), b);
+  EXPECT_EQ(expand_data_paths(f.dir.file("shards/*.jsonl")).size(), 2u);
+  EXPECT_NE(error_of([&] { expand_data_paths(f.dir.file("shards/*.txt")); }).find("matches no file"), std::string::npos);
+  // regen stays on (the default): regenerated files are used as they are.
+  const std::string out = f.dir.file("run");
+  auto s = run_training(f.config(out, {"data.path=" + f.dir.file("shards/*.jsonl"), "data.eval_samples=4",
+                                       "training.steps=4"}));
+  EXPECT_EQ(s.steps_done, 4);
+  EXPECT_FALSE(std::filesystem::exists(out + "/regen.jsonl"));
+  // A limit below the malformed count is an error that names the first bad record.
+  const std::string e = error_of([&] {
+    run_training(f.config(f.dir.file("strict"), {"data.path=" + f.dir.file("shards/part-1.jsonl"),
+                                                  "data.max_bad_records=1", "data.eval_samples=2"}));
+  });
+  EXPECT_NE(e.find("more than 1 malformed records"), std::string::npos) << e;
+  EXPECT_NE(e.find("part-1.jsonl:11"), std::string::npos) << e;
+  // Two text files regenerate into one output each, and train together.
+  test::write_text(f.dir.file("more.txt"), "one more story about the cat\nand another about the mat\n");
+  auto s2 = run_training(f.config(f.dir.file("two"), {"data.path=" + f.data + "," + f.dir.file("more.txt"),
+                                                      "training.steps=2"}));
+  EXPECT_EQ(s2.steps_done, 2);
+  EXPECT_TRUE(std::filesystem::exists(f.dir.file("two") + "/regen.0.jsonl"));
+  EXPECT_TRUE(std::filesystem::exists(f.dir.file("two") + "/regen.1.jsonl"));
+}
+
+TEST(Recipes, EvalEveryNStepsOnAnEvalFileWritesMetricsAndCurves) {
+  TrainFixture f;
+  test::write_text(f.dir.file("eval.txt"), "the cat sat on the mat 7\nthe dog sat on the log 9\nsample 3: the cat\n");
+  const std::string out = f.dir.file("run");
+  auto s = run_training(f.config(out, {"data.eval_path=" + f.dir.file("eval.txt"), "training.eval_every=4",
+                                       "training.num_epochs=1"}));
+  // 60 samples, none held out (an eval file is given), batch 4: 15 steps for one epoch.
+  EXPECT_EQ(s.steps_done, 15);
+  std::istringstream in(read_text_file(out + "/metrics.jsonl"));
+  std::string line;
+  std::vector<int64_t> train_steps, eval_steps;
+  while (std::getline(in, line)) {
+    const auto j = nlohmann::json::parse(line);
+    if (j["kind"] == "train") {
+      train_steps.push_back(j["step"].get<int64_t>());
+      EXPECT_EQ(j["accuracy"].size(), 2u);
+      for (const char* k : {"loss", "lr", "tokens_per_second", "samples_per_second", "queue_depth", "trainer_busy",
+                            "simulated_acceptance"})
+        EXPECT_TRUE(j.contains(k)) << k;
+    } else if (j["kind"] == "eval") {
+      eval_steps.push_back(j["step"].get<int64_t>());
+      EXPECT_GE(j["simulated_acceptance"].get<double>(), 1.0);
+    }
+  }
+  EXPECT_EQ(train_steps, (std::vector<int64_t>{4, 8, 12, 15}));
+  EXPECT_EQ(eval_steps, (std::vector<int64_t>{4, 8, 12, 15}));
+  const std::string svg = read_text_file(out + "/curves.svg");
+  EXPECT_EQ(svg.rfind("<svg", 0), 0u);
+  EXPECT_NE(svg.find("held-out eval"), std::string::npos);
+  EXPECT_NE(svg.find("<polyline"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace eaglet
