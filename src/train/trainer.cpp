@@ -116,15 +116,17 @@ struct Run {
   VocabMapping vmap;
   DraftModule module{nullptr};
   std::vector<torch::Tensor> params;  // trainable, in module order
-  std::vector<int> owner;             // rank keeping each parameter's optimiser state
+  std::vector<int> owner;             // rank keeping each parameter's optimiser state (ZeRO-1), else 0
+  bool sharded = false;               // ZeRO-1 over several ranks; else every rank steps everything
   std::unique_ptr<torch::optim::AdamW> optim;  // over the parameters this rank owns (may be none)
   torch::Tensor d2t_index, in_draft;
   int64_t step = 0;
   ThreadPool* train_pool = nullptr;  // the training thread's kernels (target logits)
   std::unique_ptr<ProcessGroup> pg;  // null with one rank
   int rank = 0, world = 1;
+  int64_t batch = 0;  // global samples per step
   bool main() const { return rank == 0; }
-  bool owns(size_t i) const { return owner[i] == rank; }
+  bool owns(size_t i) const { return !sharded || owner[i] == rank; }
 };
 
 std::string state_key(const torch::Tensor& p) { return c10::guts::to_string(p.unsafeGetTensorImpl()); }
@@ -166,7 +168,7 @@ void save_checkpoint(Run& r) {
     rng.push_back(gen.get_state());
   }
   torch::save(rng, tmp + "/rng.pt");
-  nlohmann::json state = {{"step", r.step}, {"samples_consumed", r.step * r.cfg.batch_size}, {"d2t", r.vmap.d2t},
+  nlohmann::json state = {{"step", r.step}, {"samples_consumed", r.step * r.batch}, {"d2t", r.vmap.d2t},
                           {"aux_layers", r.aux}, {"world_size", r.world}, {"config", r.cfg.to_yaml()}};
   std::ofstream(tmp + "/state.json") << state.dump(1);
   // Swap in atomically: a kill at any moment leaves one complete checkpoint.
@@ -374,13 +376,16 @@ TrainSummary run_training(const TrainConfig& config, const TrainHooks& hooks) {
   ThreadPool inference_pool(cfg.inference_threads);  // every target forward: regeneration, hidden states, eval
   torch::set_num_threads(cfg.train_threads);
   ThreadPool train_pool(cfg.train_threads);
-  Run r{cfg, load_bundle(cfg.target), {}, {}, {}, {}, nullptr, {}, {}, nullptr, {}, {}, 0, &train_pool, nullptr, env.rank,
-        env.world};
+  Run r{cfg, load_bundle(cfg.target)};
+  r.train_pool = &train_pool;
+  r.rank = env.rank;
+  r.world = env.world;
   if (r.world > 1) r.pg = std::make_unique<ProcessGroup>(env, std::chrono::seconds(cfg.dist_timeout_s));
   if (r.world > 1) spdlog::set_pattern(fmt::format("[%H:%M:%S.%e] [rank {}] [%l] %v", r.rank));
   if (!r.main()) spdlog::set_level(spdlog::level::warn);  // one rank narrates
   const int64_t per_rank = cfg.micro_batch_size > 0 ? cfg.micro_batch_size : cfg.batch_size / r.world;
   const int64_t batch = per_rank * r.world;  // global
+  r.batch = batch;
   EAGLET_CHECK(cfg.micro_batch_size > 0 || cfg.batch_size % r.world == 0,
                "config: training.batch_size {} is not a multiple of the {} ranks (or set training.micro_batch_size)",
                cfg.batch_size, r.world);
@@ -466,7 +471,8 @@ TrainSummary run_training(const TrainConfig& config, const TrainHooks& hooks) {
   if (cfg.lm_head == "frozen-target") r.module->lm_head->weight.set_requires_grad(false);
   for (auto& p : r.module->parameters())
     if (p.requires_grad()) r.params.push_back(p);
-  r.owner = r.world > 1 && cfg.zero_stage == 1 ? zero1_owners(r.params, r.world) : std::vector<int>(r.params.size(), r.rank);
+  r.sharded = r.world > 1 && cfg.zero_stage == 1;
+  r.owner = r.sharded ? zero1_owners(r.params, r.world) : std::vector<int>(r.params.size(), 0);
   std::vector<torch::Tensor> owned;
   for (size_t i = 0; i < r.params.size(); ++i)
     if (r.owns(i)) owned.push_back(r.params[i]);
@@ -572,7 +578,7 @@ TrainSummary run_training(const TrainConfig& config, const TrainHooks& hooks) {
     if (sync) sync->finish();  // gradients now summed over the ranks: the global batch's
     torch::nn::utils::clip_grad_norm_(r.params, cfg.grad_clip);
     if (r.optim) r.optim->step();
-    if (r.pg && cfg.zero_stage == 1) share_parameters(r);
+    if (r.sharded) share_parameters(r);
     ++r.step;
     train_seconds += std::chrono::duration<double>(clock_type::now() - t0).count();
     for (auto& s : local) tokens += int64_t(s.ids.size());
