@@ -176,5 +176,34 @@ TEST(CliSpeculative, BadSpecOptionsAreErrors) {
   EXPECT_NE(r.output.find("budget must be in [1, 63]"), std::string::npos) << r.output;
 }
 
+TEST(CliSpeculative, VllmSpeculativeConfigAndLlamaServerNames) {
+  // vLLM's --speculative-config JSON and llama-server's --model-draft / --draft-max reach the same
+  // options as eaglet's own flags (the built-in model and n-gram lookup: no files needed).
+  const std::string gen = test::eaglet_binary() + " generate -p 'the cat sat on the mat the cat sat on' -n 16 --json ";
+  auto r = test::run_command(gen + R"(--speculative-config '{"method": "ngram", "num_speculative_tokens": 2, )"
+                                   R"("prompt_lookup_max": 4, "draft_tensor_parallel_size": 1}' 2>/dev/null)");
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  auto sd = nlohmann::json::parse(r.output)["stats"]["spec_decode"];
+  EXPECT_EQ(sd["method"], "ngram");
+  EXPECT_EQ(sd["num_speculative_tokens"], 2);
+  EXPECT_NE(sd["draft_shape"].get<std::string>().find("n 1..4"), std::string::npos) << sd.dump();
+  r = test::run_command(gen + "--spec-method ngram --draft-max 3 2>/dev/null");
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_EQ(nlohmann::json::parse(r.output)["stats"]["spec_decode"]["num_speculative_tokens"], 3);
+  r = test::run_command(test::eaglet_binary() + " generate --model-draft /nonexistent 2>&1");
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_NE(r.output.find("/nonexistent"), std::string::npos) << r.output;
+  for (auto [json, want] : std::vector<std::pair<std::string, std::string>>{
+           {R"({"method": "medusa"})", "method 'medusa' is not run here"},
+           {R"({"metod": "ngram"})", "unknown key 'metod'"},
+           {R"({"num_speculative_tokens": "3"})", "'num_speculative_tokens' must be an integer in [0, 16]"},
+           {R"({"draft_tensor_parallel_size": 2})", "'draft_tensor_parallel_size' must be an integer in [1, 1]"},
+           {R"([1, 2])", "not a JSON object"}}) {
+    r = test::run_command(test::eaglet_binary() + " generate --speculative-config '" + json + "' 2>&1");
+    EXPECT_EQ(r.exit_code, 1) << json;
+    EXPECT_NE(r.output.find(want), std::string::npos) << json << "\n" << r.output;
+  }
+}
+
 }  // namespace
 }  // namespace eaglet

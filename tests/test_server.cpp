@@ -129,6 +129,25 @@ TEST_F(ServerTest, CompletionsChatStreamingAndGreedyEqualsGenerate) {
   EXPECT_EQ(s.terminate(), 0);
 }
 
+TEST_F(ServerTest, StartsFromAPastedVllmCommandLine) {
+  // `vllm serve MODEL --speculative-config '{...}'` with eaglet in place of vllm: the model is
+  // positional, the draft and k come from vLLM's JSON.
+  test::TempDir d;
+  const std::string model = chat_model_dir(d);
+  test::ServerProcess s(model + R"( --speculative-config '{"method": "eagle3", "model": ")" + random_draft(d) +
+                        R"(", "num_speculative_tokens": 3}')");
+  ASSERT_TRUE(s.ready()) << read_text_file(s.log_path());
+  httplib::Client c("127.0.0.1", s.port());
+  c.set_read_timeout(60);
+  const json models = json::parse(c.Get("/v1/models")->body);
+  EXPECT_EQ(models["data"][0]["id"], model);
+  const json out = post(c, "/v1/completions", R"({"model": ")" + model + R"(", "prompt": "Once upon a time", "max_tokens": 8, "temperature": 0})");
+  EXPECT_EQ(out["usage"]["completion_tokens"], 8) << out.dump();
+  auto m = c.Get("/metrics");
+  ASSERT_TRUE(m);
+  EXPECT_NE(m->body.find("spec_decode_num_drafts"), std::string::npos);
+}
+
 TEST_F(ServerTest, BadRequestsGetOpenAiErrorsAndTheServerKeepsServing) {
   test::ServerProcess s("-m " + test::shared_dir() + "/models/stories260K-hf --served-model-name stories --api-key sekrit "
                         "--max-model-len 128 --max-body-bytes 65536 --spec-method ngram");

@@ -21,10 +21,14 @@ void add_common_options(CLI::App* cmd, CommonOptions* o) {
 ModelBundle load_target(const CommonOptions& o) { return load_bundle(o.model_dir, parse_quantize_option(o.quantize)); }
 
 void add_spec_options(CLI::App* cmd, SpecOptions* o) {
-  cmd->add_option("--draft", o->draft_dir, "EAGLE-3 draft: a Hugging Face directory (LlamaForCausalLMEagle3 / Eagle3Speculator) or llama.cpp's eagle3 .gguf");
+  cmd->add_option("--draft,--model-draft", o->draft_dir, "EAGLE-3 draft: a Hugging Face directory (LlamaForCausalLMEagle3 / Eagle3Speculator) or llama.cpp's eagle3 .gguf (--model-draft: llama-server's name)");
+  cmd->add_option_function<std::string>(
+      "--speculative-config", [o](const std::string& v) { apply_speculative_config(*o, v); },
+      "vLLM's JSON, e.g. '{\"method\":\"eagle3\",\"model\":\"DRAFT\",\"num_speculative_tokens\":3}' (also ngram with "
+      "prompt_lookup_max/min; applied after the other options)");
   cmd->add_option("--spec-method", o->method, "eagle3 | ngram | none (default: eagle3 with --draft, else none)");
-  cmd->add_option("-k,--num-speculative-tokens", o->num_speculative_tokens,
-                  "draft a chain of k tokens per step (0 = off; default: --draft-shape auto)")
+  cmd->add_option("-k,--num-speculative-tokens,--draft-max", o->num_speculative_tokens,
+                  "draft a chain of k tokens per step (0 = off; default: --draft-shape auto; --draft-max: llama-server's name)")
       ->check(CLI::Range(0, 16));
   cmd->add_option("--draft-shape", o->draft_shape,
                   "auto (cost model picks the tree each step; the default) | chain (with -k) | "

@@ -61,6 +61,7 @@ void add_serve(CLI::App& app) {
   auto o = std::make_shared<ServeOptions>();
   CLI::App* cmd = app.add_subcommand("serve", "OpenAI-compatible server (continuous batching, speculative decoding)");
   add_common_options(cmd, &o->common);
+  cmd->add_option("model", o->common.model_dir, "the model, as vLLM takes it (`eaglet serve MODEL`; same as -m)");
   add_spec_options(cmd, &o->spec);
   auto& lim = o->server.limits;
   cmd->add_option("--host", o->server.host, "address to bind");

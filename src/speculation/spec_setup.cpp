@@ -1,5 +1,8 @@
 #include "speculation/spec_setup.h"
 
+#include <algorithm>
+#include <nlohmann/json.hpp>
+
 #include <fmt/format.h>
 
 #include <functional>
@@ -39,6 +42,41 @@ const ProposerEntry* find_entry(const std::string& name) {
   return nullptr;
 }
 }  // namespace
+
+void apply_speculative_config(SpecOptions& o, const std::string& text) {
+  const auto j = nlohmann::json::parse(text, nullptr, false);
+  EAGLET_CHECK(j.is_object(), "--speculative-config: not a JSON object: {}", text);
+  auto str = [&](const char* key) {
+    EAGLET_CHECK(j[key].is_string(), "--speculative-config: '{}' must be a string (got {})", key, j[key].dump());
+    return j[key].get<std::string>();
+  };
+  auto num = [&](const char* key, int lo, int hi) {
+    EAGLET_CHECK(j[key].is_number_integer() && j[key].get<int64_t>() >= lo && j[key].get<int64_t>() <= hi,
+                 "--speculative-config: '{}' must be an integer in [{}, {}] (got {})", key, lo, hi, j[key].dump());
+    return j[key].get<int>();
+  };
+  static const char* kKeys[] = {"method", "model", "num_speculative_tokens", "prompt_lookup_max",
+                                "prompt_lookup_min", "draft_tensor_parallel_size", "draft_shape", "aux_numbering"};
+  for (auto it = j.begin(); it != j.end(); ++it)
+    EAGLET_CHECK(std::find_if(std::begin(kKeys), std::end(kKeys), [&](const char* k) { return it.key() == k; }) !=
+                     std::end(kKeys),
+                 "--speculative-config: unknown key '{}' (known: {})", it.key(), fmt::join(kKeys, ", "));
+  if (j.contains("method")) {
+    const std::string m = str("method");
+    EAGLET_CHECK(m == "eagle3" || m == "ngram",
+                 "--speculative-config: method '{}' is not run here (eagle3 or ngram; EAGLE-1/2, Medusa, MTP and "
+                 "separate draft models are not supported)", m);
+    o.method = m;
+  }
+  if (j.contains("model")) o.draft_dir = str("model");
+  if (j.contains("num_speculative_tokens")) o.num_speculative_tokens = num("num_speculative_tokens", 0, 16);
+  if (j.contains("prompt_lookup_max")) o.ngram_max = num("prompt_lookup_max", 1, 64);
+  if (j.contains("prompt_lookup_min")) o.ngram_min = num("prompt_lookup_min", 1, 64);
+  if (j.contains("draft_tensor_parallel_size"))
+    num("draft_tensor_parallel_size", 1, 1);  // the draft runs in the target's process, on its threads
+  if (j.contains("draft_shape")) o.draft_shape = str("draft_shape");
+  if (j.contains("aux_numbering")) o.aux_numbering = str("aux_numbering");
+}
 
 void SpecSetup::register_proposer(const std::string& name, bool needs_draft, bool trees, ProposerFactory make) {
   EAGLET_CHECK(!find_entry(name) && name != "none", "proposer '{}' is registered twice", name);

@@ -23,6 +23,12 @@ struct SpecOptions {
   std::string cost_model_cache;     // "" = default file, "off" = measure every time
 };
 
+// vLLM's `--speculative-config` JSON onto `o`: `method` (eagle3 | ngram), `model` (the draft),
+// `num_speculative_tokens`, `prompt_lookup_max` / `prompt_lookup_min`,
+// `draft_tensor_parallel_size` (1 on CPU), and eaglet's `draft_shape` / `aux_numbering`. Bad
+// JSON, unknown keys, wrong types and methods eaglet does not run are errors naming the key.
+void apply_speculative_config(SpecOptions& o, const std::string& json);
+
 class SpecSetup;
 // Builds a proposer for one engine: `draft_blocks` KV blocks of draft state, forwards on `pool`.
 using ProposerFactory =

@@ -1,0 +1,41 @@
+#!/usr/bin/python3
+"""Held-out TinyStories prompts for measuring a stories260K draft on text it never trained on.
+
+  tools/heldout_prompts.py ../shared/data/tinystories OUT_DIR
+
+writes OUT_DIR/first_sentences.txt (the first sentence of validation paragraphs 400 onwards that
+appear neither in examples/stories260k/val_prompts.txt, the tuning set, nor in the training text;
+200 of them) and OUT_DIR/openings80.txt (the first 80 characters, cut at a word, of validation
+paragraphs 1200 onwards; 100). The training recipe reads only tinystories_train_head_subset.txt.
+"""
+import os
+import re
+import sys
+
+
+def main():
+    if len(sys.argv) != 3:
+        sys.exit(__doc__)
+    data, out = sys.argv[1], sys.argv[2]
+    val = open(os.path.join(data, "tinystories_val_part1.txt"), encoding="utf-8").read()
+    train = open(os.path.join(data, "tinystories_train_head_subset.txt"), encoding="utf-8").read()
+    here = os.path.dirname(os.path.abspath(__file__))
+    tuning = set(l.strip() for l in open(os.path.join(here, "..", "examples", "stories260k", "val_prompts.txt"),
+                                         encoding="utf-8"))
+    paras = [p.strip().replace("\n", " ") for p in re.split(r"\n\s*\n", val) if p.strip()]
+
+    def first_sentence(p):
+        m = re.match(r"(.+?[.!?])(\s|$)", p)
+        return m.group(1) if m else p[:80]
+
+    firsts = [s for s in map(first_sentence, paras[400:]) if s not in tuning and len(s) > 20 and s not in train][:200]
+    openings = [p[:80].rsplit(" ", 1)[0] for p in paras[1200:] if len(p) > 100][:100]
+    os.makedirs(out, exist_ok=True)
+    for name, rows in (("first_sentences.txt", firsts), ("openings80.txt", openings)):
+        with open(os.path.join(out, name), "w", encoding="utf-8") as f:
+            f.write("\n".join(rows) + "\n")
+        print(f"{len(rows)} prompts -> {os.path.join(out, name)}")
+
+
+if __name__ == "__main__":
+    main()
