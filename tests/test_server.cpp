@@ -146,6 +146,13 @@ TEST_F(ServerTest, StartsFromAPastedVllmCommandLine) {
   auto m = c.Get("/metrics");
   ASSERT_TRUE(m);
   EXPECT_NE(m->body.find("spec_decode_num_drafts"), std::string::npos);
+  auto ping = c.Get("/ping");
+  ASSERT_TRUE(ping);
+  EXPECT_EQ(ping->status, 200);
+  EXPECT_EQ(c.Post("/ping", "", "application/json")->status, 200);
+  auto version = c.Get("/version");
+  ASSERT_TRUE(version);
+  EXPECT_FALSE(json::parse(version->body)["version"].get<std::string>().empty());
 }
 
 TEST_F(ServerTest, BadRequestsGetOpenAiErrorsAndTheServerKeepsServing) {

@@ -9,6 +9,7 @@
 #include <random>
 #include <thread>
 
+#include "core/version.h"
 #include "server/openai_protocol.h"
 #include "tokenizer/chat_template.h"
 
@@ -365,6 +366,14 @@ void OpenAiServer::Impl::routes() {
   });
   transport.route("GET", "/health", [this](const http::Request&, std::shared_ptr<http::Responder> s) {
     s->send(draining ? 503 : 200, "application/json", "{}");
+  });
+  // vLLM's liveness and version probes (load balancers and SageMaker-style health checks use them).
+  for (const char* method : {"GET", "POST"})
+    transport.route(method, "/ping", [this](const http::Request&, std::shared_ptr<http::Responder> s) {
+      s->send(draining ? 503 : 200, "application/json", "{}");
+    });
+  transport.route("GET", "/version", [](const http::Request&, std::shared_ptr<http::Responder> s) {
+    s->send(200, "application/json", to_text({{"version", kVersion}}));
   });
   transport.route("GET", "/metrics", [this](const http::Request& q, std::shared_ptr<http::Responder> s) {
     if (!opts.metrics_public && !authorized(q)) return send_error(*s, unauthorized());
