@@ -82,6 +82,20 @@ TEST(Cli, BuiltInModelRunsWithoutArguments) {
   EXPECT_LE(j["token_ids"].size(), 8u);
 }
 
+TEST(Cli, VersionAndVerboseAnywhere) {
+  auto r = test::run_command(test::eaglet_binary() + " --version 2>&1");
+  EXPECT_EQ(r.exit_code, 0);
+  EXPECT_NE(r.output.find("eaglet 0."), std::string::npos) << r.output;
+  // -v used to be accepted only before the subcommand, and then did nothing.
+  for (const char* args : {" -v generate -n 2", " generate -n 2 -v"}) {
+    r = test::run_command(test::eaglet_binary() + args + " 2>&1");
+    EXPECT_EQ(r.exit_code, 0) << args << "\n" << r.output;
+    EXPECT_NE(r.output.find("[debug]"), std::string::npos) << args << "\n" << r.output;
+  }
+  r = test::run_command(test::eaglet_binary() + " generate -n 2 2>&1");
+  EXPECT_EQ(r.output.find("[debug]"), std::string::npos) << r.output;
+}
+
 TEST(Cli, BadModelDirectoryIsOneLineError) {
   test::TempDir dir;
   test::write_text(dir.file("config.json"), R"({"architectures": ["Nope"]})");

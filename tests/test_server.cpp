@@ -134,11 +134,15 @@ TEST_F(ServerTest, StartsFromAPastedVllmCommandLine) {
   // positional, the draft and k come from vLLM's JSON.
   test::TempDir d;
   const std::string model = chat_model_dir(d);
+  ::setenv("VLLM_API_KEY", "vllm-key", 1);  // vLLM's variable sets the key too (the child inherits it)
   test::ServerProcess s(model + R"( --speculative-config '{"method": "eagle3", "model": ")" + random_draft(d) +
                         R"(", "num_speculative_tokens": 3}')");
+  ::unsetenv("VLLM_API_KEY");
   ASSERT_TRUE(s.ready()) << read_text_file(s.log_path());
   httplib::Client c("127.0.0.1", s.port());
   c.set_read_timeout(60);
+  EXPECT_EQ(c.Get("/v1/models")->status, 401);
+  c.set_bearer_token_auth("vllm-key");
   const json models = json::parse(c.Get("/v1/models")->body);
   EXPECT_EQ(models["data"][0]["id"], model);
   const json out = post(c, "/v1/completions", R"({"model": ")" + model + R"(", "prompt": "Once upon a time", "max_tokens": 8, "temperature": 0})");

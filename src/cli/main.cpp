@@ -6,6 +6,7 @@
 #include "core/cpu_features.h"
 #include "core/error.h"
 #include "core/thread_pool.h"
+#include "core/version.h"
 #include "io/mapped_file.h"
 
 namespace eaglet::cli {
@@ -57,10 +58,13 @@ std::unique_ptr<ThreadPool> make_thread_pool(int threads) {
 int main(int argc, char** argv) {
   CLI::App app{"eaglet: EAGLE-3 speculative decoding on CPU"};
   app.require_subcommand(1);
-  bool verbose = false;
-  app.add_flag("-v,--verbose", verbose, "debug logging");
   spdlog::set_pattern("[%H:%M:%S.%e] [%^%l%$] %v");
   spdlog::set_default_logger(spdlog::stderr_color_mt("eaglet"));
+  // -v before or after the subcommand (fallthrough), applied as soon as it is read.
+  app.add_flag_callback("-v,--verbose", [] { spdlog::set_level(spdlog::level::debug); }, "debug logging")
+      ->trigger_on_parse();
+  app.fallthrough();
+  app.set_version_flag("--version", std::string("eaglet ") + eaglet::kVersion);
   eaglet::cli::add_generate(app);
   eaglet::cli::add_bench(app);
   eaglet::cli::add_perplexity(app);

@@ -29,8 +29,8 @@ struct ServeOptions {
 void run_serve(ServeOptions o) {
   apply_common_options(o.common);
   const auto pool = make_thread_pool(o.common.threads);
-  if (o.server.api_key.empty())
-    if (const char* k = std::getenv("EAGLET_API_KEY")) o.server.api_key = k;
+  for (const char* var : {"EAGLET_API_KEY", "VLLM_API_KEY"})  // vLLM's variable too, so its deployments carry over
+    if (const char* k = std::getenv(var); o.server.api_key.empty() && k && *k) o.server.api_key = k;
   o.sched.kv_cache_bytes = int64_t(o.kv_cache_gib * double(1 << 30));
   ModelBundle b = load_target(o.common);
   spdlog::info("model: {}", b.label());
@@ -67,7 +67,7 @@ void add_serve(CLI::App& app) {
   cmd->add_option("--host", o->server.host, "address to bind");
   cmd->add_option("--port", o->server.port, "port (0 = any free port)")->check(CLI::Range(0, 65535));
   cmd->add_option("--served-model-name", o->server.served_model_name, "model name clients use (default: the -m path)");
-  cmd->add_option("--api-key", o->server.api_key, "require 'Authorization: Bearer KEY', /metrics included (also from EAGLET_API_KEY)");
+  cmd->add_option("--api-key", o->server.api_key, "require 'Authorization: Bearer KEY', /metrics included (also from EAGLET_API_KEY or VLLM_API_KEY)");
   cmd->add_flag("--metrics-public", o->server.metrics_public, "serve /metrics without the API key");
   cmd->add_option("--max-num-seqs", o->sched.max_num_seqs, "sequences batched together")->check(CLI::PositiveNumber);
   cmd->add_option("--max-model-len", o->sched.max_model_len, "context length (default: the model's)")->check(CLI::NonNegativeNumber);
