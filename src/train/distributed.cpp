@@ -83,12 +83,13 @@ struct ProcessGroup::Impl {
     }
   }
 
-  // Counters of every rank (-1: unreadable). Throws when the store itself is unreachable.
+  // Counters of every rank (-1: unreadable), through the calling thread's connection (never the
+  // heartbeat's). Throws when the store itself is unreachable.
   std::vector<int64_t> read(const char* kind) const {
     std::vector<int64_t> out(size_t(env.world), -1);
     for (int r = 0; r < env.world; ++r) {
       const std::string k = key_of(kind, r);
-      if (beat_store->check({k})) out[size_t(r)] = as_int(beat_store->get(k));
+      if (store->check({k})) out[size_t(r)] = as_int(store->get(k));
     }
     return out;
   }
