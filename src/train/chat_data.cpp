@@ -80,6 +80,15 @@ bool is_chat_file(const std::string& path) {
   }
 }
 
+std::unique_ptr<ChatTemplate> chat_template_for(const std::string& data, const std::string& template_path,
+                                                const Tokenizer& tok) {
+  if (!template_path.empty()) return std::make_unique<ChatTemplate>(read_text_file(template_path));
+  auto tmpl = ChatTemplate::from_tokenizer_config(tok.config());
+  EAGLET_CHECK(tmpl != nullptr, "{}: chat data needs a chat template: the target's tokenizer_config.json has none; set "
+               "data.chat_template to a Jinja file", data);
+  return tmpl;
+}
+
 std::vector<Conversation> load_conversations(const std::string& path, int limit, BadRecords* bad) {
   std::vector<Conversation> out;
   auto recs = records(path, limit, bad);

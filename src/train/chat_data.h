@@ -7,6 +7,8 @@
 #include <string>
 #include <vector>
 
+#include <memory>
+
 #include "tokenizer/chat_template.h"
 #include "tokenizer/tokenizer.h"
 #include "train/dataset.h"
@@ -20,6 +22,10 @@ struct Conversation {
 
 // True when the file's first record holds `conversations` or `messages`.
 bool is_chat_file(const std::string& path);
+// The template chat data `data` is rendered with: the Jinja file `template_path` (data.chat_template)
+// when given, else the tokenizer's; an error naming `data` when there is neither.
+std::unique_ptr<ChatTemplate> chat_template_for(const std::string& data, const std::string& template_path,
+                                                const Tokenizer& tok);
 // `bad`: malformed records are counted there and skipped (else they are errors).
 std::vector<Conversation> load_conversations(const std::string& path, int limit, BadRecords* bad = nullptr);
 // Token ids of the rendered conversation and its assistant-only loss mask.

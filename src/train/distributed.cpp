@@ -1,6 +1,8 @@
 #include "train/distributed.h"
 
-#define USE_C10D_GLOO  // Debian's libtorch is built with Gloo; its header is guarded by this macro
+#ifndef USE_C10D_GLOO  // Debian's libtorch is built with Gloo; its header is guarded by this macro
+#define USE_C10D_GLOO
+#endif
 #include <torch/csrc/distributed/c10d/PrefixStore.hpp>
 #include <torch/csrc/distributed/c10d/ProcessGroupGloo.hpp>
 #include <torch/csrc/distributed/c10d/TCPStore.hpp>
@@ -201,7 +203,6 @@ struct GradientSync::Impl {
     std::vector<int> members;
     std::vector<int64_t> offsets;
     int pending = 0;
-    bool launched = false;
     c10::intrusive_ptr<c10d::Work> work;
   };
   std::vector<torch::Tensor> params;
@@ -225,7 +226,6 @@ struct GradientSync::Impl {
       Bucket& b = buckets[size_t(next_launch++)];
       std::vector<at::Tensor> v{b.flat};
       b.work = gloo->allreduce(v);
-      b.launched = true;
     }
   }
 
@@ -304,7 +304,6 @@ void GradientSync::finish() {
   }
   for (auto& b : s.buckets) {
     b.pending = int(b.members.size());
-    b.launched = false;
     b.work.reset();
   }
   std::fill(s.ready.begin(), s.ready.end(), false);

@@ -121,11 +121,7 @@ int64_t regenerate(ThreadPool& pool, Model& target, const Tokenizer& tok, const 
   int64_t written = int64_t(done.size()), generated = 0;
 
   if (is_chat_file(o.input)) {
-    auto tmpl = o.chat_template.empty() ? ChatTemplate::from_tokenizer_config(tok.config())
-                                        : std::make_unique<ChatTemplate>(read_text_file(o.chat_template));
-    if (!tmpl)
-      fail("{}: chat data needs a chat template: the target's tokenizer_config.json has none; set data.chat_template "
-           "to a Jinja file", o.input);
+    const auto tmpl = chat_template_for(o.input, o.chat_template, tok);
     const auto convs = load_conversations(o.input, o.num_samples, o.bad);
     std::vector<Conversation> todo;
     for (auto& c : convs)

@@ -111,18 +111,18 @@ double lr_at(const TrainConfig& c, int64_t step) {
 struct Run {
   const TrainConfig& cfg;
   ModelBundle bundle;
-  std::vector<TrainSample> train, eval;
-  std::vector<int> aux;
-  VocabMapping vmap;
+  std::vector<TrainSample> train{}, eval{};
+  std::vector<int> aux{};
+  VocabMapping vmap{};
   DraftModule module{nullptr};
-  std::vector<torch::Tensor> params;  // trainable, in module order
-  std::vector<int> owner;             // rank keeping each parameter's optimiser state (ZeRO-1), else 0
+  std::vector<torch::Tensor> params{};  // trainable, in module order
+  std::vector<int> owner{};           // rank keeping each parameter's optimiser state (ZeRO-1), else 0
   bool sharded = false;               // ZeRO-1 over several ranks; else every rank steps everything
-  std::unique_ptr<torch::optim::AdamW> optim;  // over the parameters this rank owns (may be none)
-  torch::Tensor d2t_index, in_draft;
+  std::unique_ptr<torch::optim::AdamW> optim{};  // over the parameters this rank owns (may be none)
+  torch::Tensor d2t_index{}, in_draft{};
   int64_t step = 0;
   ThreadPool* train_pool = nullptr;  // the training thread's kernels (target logits)
-  std::unique_ptr<ProcessGroup> pg;  // null with one rank
+  std::unique_ptr<ProcessGroup> pg{};  // null with one rank
   int rank = 0, world = 1;
   int64_t batch = 0;  // global samples per step
   bool main() const { return rank == 0; }
@@ -270,6 +270,14 @@ void sum_over_ranks(Run& r, std::vector<double>& v) {
   for (size_t i = 0; i < v.size(); ++i) v[i] = t[int64_t(i)].item<double>();
 }
 
+// `x` of every rank, indexed by rank (just {x} with one).
+std::vector<double> per_rank_values(Run& r, double x) {
+  std::vector<double> v(size_t(r.world), 0);
+  v[size_t(r.rank)] = x;
+  sum_over_ranks(r, v);
+  return v;
+}
+
 // Per-step accuracy on the held-out samples; each rank scores its share (`eval` holds it).
 std::vector<double> evaluate(Run& r, const std::vector<HiddenSample>& eval) {
   const int S = r.cfg.ttt_steps;
@@ -298,15 +306,6 @@ std::string fmt_acc(const std::vector<double>& v) {
   return s;
 }
 
-// The chat template for chat data: data.chat_template (a Jinja file), else the tokenizer's.
-std::unique_ptr<ChatTemplate> chat_template(const TrainConfig& cfg, const ModelBundle& b, const std::string& data) {
-  if (!cfg.chat_template.empty()) return std::make_unique<ChatTemplate>(read_text_file(cfg.chat_template));
-  auto tmpl = ChatTemplate::from_tokenizer_config(b.tokenizer.config());
-  EAGLET_CHECK(tmpl != nullptr, "{}: chat data needs a chat template: the target's tokenizer_config.json has none; set "
-               "data.chat_template to a Jinja file", data);
-  return tmpl;
-}
-
 // Samples of a data file as training samples (regenerated JSONL, chat data, or plain texts).
 std::vector<TrainSample> load_samples(const TrainConfig& cfg, const std::string& path, ModelBundle& b, int limit,
                                       BadRecords* bad) {
@@ -316,7 +315,7 @@ std::vector<TrainSample> load_samples(const TrainConfig& cfg, const std::string&
     return out;
   }
   if (is_chat_file(path)) {
-    auto tmpl = chat_template(cfg, b, path);
+    const auto tmpl = chat_template_for(path, cfg.chat_template, b.tokenizer);
     std::vector<TrainSample> out;
     for (auto& c : load_conversations(path, limit, bad)) out.push_back(render_conversation(c, *tmpl, b.tokenizer, cfg.max_length));
     return out;
@@ -407,11 +406,9 @@ TrainSummary run_training(const TrainConfig& config, const TrainHooks& hooks) {
     const int limit = cfg.num_samples > 0 ? cfg.num_samples - int(all.size()) : 0;
     if (cfg.num_samples > 0 && limit <= 0) break;
     std::vector<TrainSample> part;
-    if (is_regenerated_file(files[f])) {
-      if (cfg.regen) spdlog::info("{}: already regenerated (input_ids); trained on as is", files[f]);
-      part = load_regenerated(files[f], cfg.max_length, tc.vocab, &bad);
-      if (limit > 0 && int(part.size()) > limit) part.resize(size_t(limit));
-    } else if (cfg.regen) {
+    const bool regenerated = is_regenerated_file(files[f]);
+    if (cfg.regen && regenerated) spdlog::info("{}: already regenerated (input_ids); trained on as is", files[f]);
+    if (cfg.regen && !regenerated) {
       const std::string out = cfg.regen_path(f, files.size());
       if (r.main()) {
         RegenOptions ro{files[f], out, limit, cfg.regen_temperature, cfg.regen_max_new_tokens,
@@ -491,19 +488,13 @@ TrainSummary run_training(const TrainConfig& config, const TrainHooks& hooks) {
   MetricsLog metrics(r.main() ? cfg.output_dir + "/metrics.jsonl" : "");
   {
     nlohmann::json mem = memory_report(r);
-    std::vector<double> per_rank_state{mem["optimizer_state_mb"].get<double>()};
-    if (r.world > 1) {
-      std::vector<double> all_ranks(size_t(r.world), 0);
-      all_ranks[size_t(r.rank)] = per_rank_state[0];
-      sum_over_ranks(r, all_ranks);
-      mem["optimizer_state_mb_per_rank"] = all_ranks;
-    }
+    if (r.world > 1) mem["optimizer_state_mb_per_rank"] = per_rank_values(r, mem["optimizer_state_mb"].get<double>());
     mem["step"] = r.step;
     metrics.write(mem);
     spdlog::info("{} rank(s), {} samples per step ({} per rank); per rank: params {:.1f} MB, grads {:.1f} MB, AdamW "
                  "state {:.1f} MB ({})", r.world, batch, per_rank, mem["params_mb"].get<double>(),
                  mem["grads_mb"].get<double>(), mem["optimizer_state_mb"].get<double>(),
-                 r.world > 1 && cfg.zero_stage == 1 ? "ZeRO-1 share" : "replicated");
+                 r.sharded ? "ZeRO-1 share" : "replicated");
   }
 
   // The stream: epochs over the training split, each in its own seeded order; step s takes global
@@ -558,11 +549,15 @@ TrainSummary run_training(const TrainConfig& config, const TrainHooks& hooks) {
     // rank was asked to stop (so all stop after the same step).
     const bool stop_asked = (hooks.stop_after_steps > 0 && r.step + 1 - start_step >= hooks.stop_after_steps) ||
                             (hooks.stop_flag && hooks.stop_flag->load());
-    std::vector<double> denoms = ttt_valid_counts(b, cfg.ttt_steps, r.in_draft);
-    denoms.push_back(stop_asked ? 1 : 0);
-    sum_over_ranks(r, denoms);
-    const bool stop = denoms.back() > 0;
-    denoms.pop_back();
+    std::vector<double> denoms;  // one rank: ttt_forward counts its own (the same numbers)
+    bool stop = stop_asked;
+    if (r.pg) {
+      denoms = ttt_valid_counts(b, cfg.ttt_steps, r.in_draft);
+      denoms.push_back(stop_asked ? 1 : 0);
+      sum_over_ranks(r, denoms);
+      stop = denoms.back() > 0;
+      denoms.pop_back();
+    }
     if (r.optim)
       for (auto& group : r.optim->param_groups())
         static_cast<torch::optim::AdamWOptions&>(group.options()).lr(lr_at(cfg, r.step));
@@ -571,7 +566,8 @@ TrainSummary run_training(const TrainConfig& config, const TrainHooks& hooks) {
     // softmax and the loss are computed in FP32 inside ttt_forward either way.
     at::autocast::set_cpu_enabled(cfg.bf16);
     at::autocast::set_autocast_cpu_dtype(at::kBFloat16);
-    TttResult res = ttt_forward(r.module, b, cfg.ttt_steps, cfg.step_weight, r.d2t_index, r.in_draft, &denoms);
+    TttResult res =
+        ttt_forward(r.module, b, cfg.ttt_steps, cfg.step_weight, r.d2t_index, r.in_draft, r.pg ? &denoms : nullptr);
     at::autocast::set_cpu_enabled(false);
     at::autocast::clear_cache();
     res.loss.backward();
@@ -629,14 +625,8 @@ TrainSummary run_training(const TrainConfig& config, const TrainHooks& hooks) {
                r.eval.size(), fmt_acc(sum.eval_accuracy), sum.eval_simulated_acceptance);
   metrics.write({{"kind", "eval"}, {"step", r.step}, {"accuracy", sum.eval_accuracy},
                  {"simulated_acceptance", sum.eval_simulated_acceptance}});
-  std::vector<double> rss{peak_rss_mb()};
-  if (r.world > 1) {
-    std::vector<double> all_ranks(size_t(r.world), 0);
-    all_ranks[size_t(r.rank)] = rss[0];
-    sum_over_ranks(r, all_ranks);  // also the ranks' last meeting: none leaves while others still need it
-    rss = all_ranks;
-  }
-  metrics.write({{"kind", "memory"}, {"step", r.step}, {"peak_rss_mb_per_rank", rss}});
+  // Also the ranks' last meeting: none leaves while the others still need it.
+  metrics.write({{"kind", "memory"}, {"step", r.step}, {"peak_rss_mb_per_rank", per_rank_values(r, peak_rss_mb())}});
   if (r.main()) {
     write_curves_svg(metrics.path(), cfg.output_dir + "/curves.svg");
     if (r.step >= cfg.steps) {
