@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include <filesystem>
+#include <fstream>
 #include <nlohmann/json.hpp>
 #include <sstream>
 
@@ -154,6 +155,47 @@ TEST(Recipes, EvalEveryNStepsOnAnEvalFileWritesMetricsAndCurves) {
   EXPECT_EQ(svg.rfind("<svg", 0), 0u);
   EXPECT_NE(svg.find("held-out eval"), std::string::npos);
   EXPECT_NE(svg.find("<polyline"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace eaglet
+
+namespace eaglet {
+namespace {
+
+// The main job end to end on a tiny target: training, widening target and draft (a small wide
+// shape here; TinyLlama's by default), the benchmark table, demo.json and demo.svg. Greedy output
+// with any proposer must equal plain decoding, and the draft must have been used.
+TEST(Demo, TrainsWidensBenchmarksAndDraws) {
+  TrainFixture f;
+  const std::string out = f.dir.file("demo");
+  auto r = test::run_command(test::eaglet_binary() + " demo -m " + f.target + " --data " + f.data + " --output " + out +
+                             " --steps 8 --num-samples 40 --eval-prompts 3 --max-tokens 8 --threads 2"
+                             " --widen hidden=96,heads=8,kv_heads=2,head_dim=32,intermediate=160,layers=6 2>&1");
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  for (const char* m : {"target only", "n-gram lookup", "EAGLE-3, chain of 3", "EAGLE-3, auto shape"})
+    EXPECT_NE(r.output.find(m), std::string::npos) << m << "\n" << r.output;
+  const auto wide = nlohmann::json::parse(std::ifstream(out + "/wide-target/config.json"));
+  EXPECT_EQ(wide["hidden_size"], 96);
+  EXPECT_EQ(wide["num_hidden_layers"], 6);
+  const auto report = nlohmann::json::parse(std::ifstream(out + "/demo.json"));
+  ASSERT_EQ(report["methods"].size(), 4u);
+  EXPECT_EQ(report["prompts"], 3);
+  for (auto& m : report["methods"]) {
+    EXPECT_EQ(m["identical"], 3) << m.dump();
+    EXPECT_GT(m["tokens_per_second"].get<double>(), 0) << m.dump();
+  }
+  EXPECT_EQ(report["methods"][2]["acceptance_by_position"].size(), 3u);
+  EXPECT_GT(report["methods"][2]["drafted_tokens"].get<int64_t>(), 0);  // the wide draft ran
+  std::ifstream svg(out + "/demo.svg");
+  const std::string picture((std::istreambuf_iterator<char>(svg)), std::istreambuf_iterator<char>());
+  EXPECT_NE(picture.find("<svg"), std::string::npos);
+  EXPECT_NE(picture.find("EAGLE-3"), std::string::npos);
+  EXPECT_NE(picture.find("</svg>"), std::string::npos);
+
+  r = test::run_command(test::eaglet_binary() + " demo -m " + f.target + " --output " + out + " --widen hidden=96,layers=x 2>&1");
+  EXPECT_NE(r.exit_code, 0);
+  EXPECT_NE(r.output.find("--widen: layers needs an integer"), std::string::npos) << r.output;
 }
 
 }  // namespace

@@ -19,6 +19,7 @@ void add_demo(CLI::App& app);
 void add_serve(CLI::App& app);
 void add_perplexity(CLI::App& app);
 void add_loadtest(CLI::App& app);
+void add_widen(CLI::App& app);
 
 // Options every model-running command shares.
 struct CommonOptions {

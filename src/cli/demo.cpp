@@ -1,11 +1,15 @@
 // `eaglet demo`: the whole pipeline in a few minutes. Target (-m DIR, else the built-in model)
-// -> regeneration -> online draft training -> benchmark of plain decoding, n-gram lookup and the
-// new EAGLE-3 draft on prompts the draft never saw, printed as one table.
+// -> regeneration -> online draft training -> (small Llama targets: target and draft widened to a
+// 1B shape that computes the same function) -> benchmark of plain decoding, n-gram lookup and the
+// new EAGLE-3 draft on prompts the draft never saw, printed as one table and drawn as demo.svg.
 #include <spdlog/spdlog.h>
 
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <map>
+#include <optional>
+#include <sstream>
 
 #include "cli/bench_runner.h"
 #include "cli/commands.h"
@@ -14,6 +18,13 @@
 #include "engine/prompt_dataset.h"
 #include "io/mapped_file.h"
 #include "train/trainer.h"
+#include "models/widen.h"
+#include "io/json_config.h"
+#include "core/cpu_features.h"
+#include "cli/demo_chart.h"
+#include "core/error.h"
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
 
 namespace eaglet::cli {
 
@@ -23,9 +34,10 @@ struct DemoOptions {
   std::string data;
   std::string output = "runs/demo";
   int steps = 600;
-  int num_samples = 600;
-  int eval_prompts = 16;
-  int max_tokens = 96;
+  int num_samples = 800;
+  int eval_prompts = 12;
+  int max_tokens = 64;
+  std::string widen = "auto";
 };
 
 // Text for the built-in model (or when ../shared is absent): short story openings.
@@ -41,6 +53,72 @@ std::string builtin_texts_file(const std::string& dir) {
   return path;
 }
 
+// Small Llama targets are widened (with the draft just trained) to TinyLlama-1.1B's shape, which
+// computes the same function: on a 260K-parameter model a step costs tens of microseconds and
+// speculation's own bookkeeping dominates, while a 1B-shaped model is memory-bound like the models
+// users serve, which is where drafting pays.
+// --widen: none, auto (TinyLlama-1.1B for Llama targets under hidden 1024), tinyllama, or a shape
+// "hidden=H,heads=N,kv_heads=N,head_dim=N,intermediate=N,layers=N" (unset keys: TinyLlama's).
+std::optional<WidenShape> demo_widen_shape(const DemoOptions& o) {
+  if (o.widen == "none" || o.common.model_dir.empty() || !file_exists(o.common.model_dir + "/config.json")) return std::nullopt;
+  const JsonConfig c = JsonConfig::load(o.common.model_dir + "/config.json");
+  const bool llama = c.has("architectures") && c.raw()["architectures"][0] == "LlamaForCausalLM";
+  if (o.widen == "auto") return llama && c.get_size("hidden_size") < 1024 ? std::optional<WidenShape>(WidenShape{}) : std::nullopt;
+  if (!llama) fail("--widen {}: {} is not a LlamaForCausalLM", o.widen, o.common.model_dir);
+  WidenShape s;
+  if (o.widen == "tinyllama") return s;
+  std::map<std::string, int*> keys = {{"hidden", &s.hidden},         {"heads", &s.heads},
+                                      {"kv_heads", &s.kv_heads},     {"head_dim", &s.head_dim},
+                                      {"intermediate", &s.intermediate}, {"layers", &s.layers}};
+  std::stringstream ss(o.widen);
+  for (std::string kv; std::getline(ss, kv, ',');) {
+    const size_t eq = kv.find('=');
+    const auto it = keys.find(kv.substr(0, eq));
+    if (eq == std::string::npos || it == keys.end())
+      fail("--widen: '{}' is not none, auto, tinyllama or key=value with keys hidden, heads, kv_heads, head_dim, "
+           "intermediate, layers", kv);
+    try {
+      *it->second = std::stoi(kv.substr(eq + 1));
+    } catch (const std::exception&) {
+      fail("--widen: {} needs an integer, got '{}'", it->first, kv.substr(eq + 1));
+    }
+  }
+  return s;
+}
+
+TrainConfig demo_train_config(const DemoOptions& o, const std::string& data) {
+  TrainConfig cfg = TrainConfig::load("", {});
+  cfg.output_dir = o.output;
+  cfg.target = o.common.model_dir;
+  cfg.data_path = data;
+  cfg.num_samples = o.num_samples;
+  cfg.eval_samples = o.eval_prompts;
+  // The recipe of examples/stories260k/train.yaml, shortened: text regenerated at a low
+  // temperature is close to the greedy decoding the draft is judged on (docs/training.md).
+  cfg.regen_temperature = 0.3f;
+  cfg.regen_samples_per_prompt = 2;
+  cfg.regen_max_new_tokens = 120;
+  cfg.regen_batch = 16;
+  cfg.ttt_steps = 3;
+  cfg.steps = o.steps;
+  cfg.batch_size = 16;
+  cfg.lr = 3e-3;
+  cfg.save_every = 100;
+  cfg.log_every = 50;
+  const ModelConfig mc = load_bundle(o.common.model_dir).model->config();
+  const int L = mc.num_layers;
+  // On small targets the default taps (2, L/2, L-3) collapse onto one layer: take low, middle
+  // and high layers instead (all < L, so vLLM can tap them too).
+  if (L >= 4 && (L / 2 == 2 || L - 3 <= L / 2)) cfg.aux_layers = {1, (L + 1) / 2, L - 1};
+  // A tiny target's MLP is too narrow for the draft's job (the recipe's 688 against 172).
+  if (mc.hidden <= 256) cfg.draft.intermediate = 4 * mc.intermediate;
+  cfg.inference_threads = 1;
+  cfg.train_threads = 1;
+  const int total_threads = ThreadPool::default_threads();
+  if (total_threads > 2) cfg.inference_threads = cfg.train_threads = total_threads / 2;
+  return cfg;
+}
+
 void run_demo(const DemoOptions& o) {
   apply_common_options(o.common);
   std::filesystem::create_directories(o.output);
@@ -48,79 +126,95 @@ void run_demo(const DemoOptions& o) {
   const std::string shared_stories = "../shared/data/tinystories/tinystories_train_head_subset.txt";
   if (data.empty()) data = (!o.common.model_dir.empty() && file_exists(shared_stories)) ? shared_stories : builtin_texts_file(o.output);
   spdlog::info("demo: data {}", data);
-
-  TrainConfig cfg = TrainConfig::load("", {});
-  cfg.output_dir = o.output;
-  cfg.target = o.common.model_dir;
-  cfg.data_path = data;
-  cfg.num_samples = o.num_samples;
-  cfg.eval_samples = o.eval_prompts;
-  cfg.regen_max_new_tokens = 96;
-  cfg.regen_batch = 8;
-  cfg.ttt_steps = 3;
-  cfg.steps = o.steps;
-  cfg.batch_size = 8;
-  cfg.lr = 3e-3;
-  cfg.save_every = 100;
-  cfg.log_every = 25;
-  {
-    // On small targets the default taps (2, L/2, L-3) collapse onto one layer: take low, middle
-    // and high layers instead (all < L, so vLLM can tap them too).
-    const int L = load_bundle(o.common.model_dir).model->config().num_layers;
-    if (L >= 4 && (L / 2 == 2 || L - 3 <= L / 2)) cfg.aux_layers = {1, (L + 1) / 2, L - 1};
-  }
-  cfg.inference_threads = 1;
-  cfg.train_threads = 1;
-  const int total_threads = ThreadPool::default_threads();
-  if (total_threads > 2) cfg.inference_threads = cfg.train_threads = total_threads / 2;
+  const auto wide_shape = demo_widen_shape(o);  // a bad --widen fails before training
+  const TrainConfig cfg = demo_train_config(o, data);
   TrainSummary ts = run_training(cfg);
 
-  // Unseen prompts: the first tokens of the held-out texts.
+  CommonOptions target = o.common;
+  std::string draft = ts.export_dir;
+  if (const auto& shape = wide_shape) {
+    const std::string wt = o.output + "/wide-target", wd = o.output + "/wide-draft";
+    spdlog::info("demo: widening target and draft to hidden {}, {} layers (same function) in {}, {}", shape->hidden,
+                 shape->layers, wt, wd);
+    widen_llama(o.common.model_dir, wt, *shape);
+    widen_eagle3(ts.export_dir, wt, wd, *shape);
+    target.model_dir = wt;
+    draft = wd;
+    MappedFile::set_read_into_memory(true);  // steadier decode than page-cache mappings (docs/engine.md)
+  }
+
+  // Unseen prompts: the opening tokens of the texts the trainer held out.
   const auto pool = make_thread_pool(o.common.threads);
-  ModelBundle b = load_target(o.common);
+  ModelBundle b = load_target(target);
   auto texts = load_prompts(data, o.num_samples);
   std::vector<std::vector<int>> prompts;
-  for (size_t i = texts.size() - size_t(o.eval_prompts); i < texts.size(); ++i) {
+  for (size_t i = texts.size() - size_t(std::min<int>(o.eval_prompts, int(texts.size()))); i < texts.size(); ++i) {
     auto ids = b.tokenizer.encode(texts[i]);
     ids.resize(std::min<size_t>(ids.size(), 8));
     prompts.push_back(ids);
   }
-  SamplingParams greedy;
-  RunTotals base = run_prompts(*pool, b, prompts, o.max_tokens, greedy, false, nullptr);
-  // Chains of 3 show what the draft learned (acceptance length); auto shows what the cost model
-  // makes of it on this target (on a 260K-parameter model every drafted token costs a full step).
   SpecOptions ng;
   ng.method = "ngram";
   ng.num_speculative_tokens = 3;
-  SpecSetup ngram(ng, *b.model);
-  RunTotals ngr = run_prompts(*pool, b, prompts, o.max_tokens, greedy, false, &ngram);
-  SpecOptions eo;
-  eo.draft_dir = ts.export_dir;
-  eo.num_speculative_tokens = 3;
-  SpecSetup eagle(eo, *b.model);
-  RunTotals eag = run_prompts(*pool, b, prompts, o.max_tokens, greedy, false, &eagle);
-  eo.num_speculative_tokens = -1;
-  SpecSetup eagle_auto(eo, *b.model);
-  RunTotals eau = run_prompts(*pool, b, prompts, o.max_tokens, greedy, false, &eagle_auto);
-  auto same = [&](const RunTotals& r) {
-    int n = 0;
-    for (size_t i = 0; i < prompts.size(); ++i) n += r.outputs[i] == base.outputs[i];
-    return n;
+  SpecOptions chain;
+  chain.draft_dir = draft;
+  chain.num_speculative_tokens = 3;
+  SpecOptions autoshape = chain;
+  autoshape.num_speculative_tokens = -1;
+  const SpecSetup ngram(ng, *b.model), eagle(chain, *b.model), eagle_auto(autoshape, *b.model);
+  // Chains of 3 show what the draft learned (acceptance length); auto what the cost model makes
+  // of it on this target. Each prompt goes through every method before the next prompt, so a
+  // swing in this machine's memory bandwidth lands on all of them alike.
+  struct Method {
+    const char* name;
+    const SpecSetup* spec;
+    RunTotals totals;
   };
-  std::printf("\n== eaglet demo: %s, %zu unseen prompts, %d tokens, greedy, chains of 3 and auto, %d thread(s) ==\n", b.label().c_str(),
-              prompts.size(), o.max_tokens, pool->size());
+  std::vector<Method> methods = {{"target only", nullptr, {}},
+                                 {"n-gram lookup", &ngram, {}},
+                                 {"EAGLE-3, chain of 3", &eagle, {}},
+                                 {"EAGLE-3, auto shape", &eagle_auto, {}}};
+  const SamplingParams greedy;
+  for (size_t p = 0; p < prompts.size(); ++p) {
+    for (Method& m : methods) {
+      RunTotals r = run_prompts(*pool, b, {prompts[p]}, o.max_tokens, greedy, false, m.spec);
+      m.totals.tokens += r.tokens;
+      m.totals.seconds += r.seconds;
+      m.totals.spec.merge(r.spec);
+      m.totals.outputs.push_back(r.outputs[0]);
+    }
+    spdlog::info("demo: prompt {}/{} done", p + 1, prompts.size());
+  }
+  const RunTotals& base = methods[0].totals;
+  std::vector<DemoRow> rows;
+  nlohmann::json report = {{"model", b.label()},        {"draft", draft},          {"threads", pool->size()},
+                           {"prompts", prompts.size()}, {"max_tokens", o.max_tokens}, {"machine", cpu_description()},
+                           {"training", {{"steps", ts.steps_done}, {"wall_seconds", ts.wall_seconds},
+                                         {"eval_simulated_acceptance", ts.eval_simulated_acceptance}}}};
+  std::printf("\n== eaglet demo: %s, %zu unseen prompts x %d tokens, greedy, %d thread(s), %s ==\n", b.label().c_str(),
+              prompts.size(), o.max_tokens, pool->size(), cpu_description().c_str());
   std::printf("training: %lld steps in %.0fs wall, trainer busy %.0f%%, eval simulated acceptance length %.2f\n",
               (long long)ts.steps_done, ts.wall_seconds, 100 * ts.trainer_busy_fraction, ts.eval_simulated_acceptance);
-  std::printf("%-22s %10s %12s %10s %10s\n", "method", "tok/s", "accept len", "speedup", "identical");
-  std::printf("%-22s %10.1f %12s %10s %7zu/%zu\n", "target only", base.tokens_per_second(), "-", "1.00x", prompts.size(),
-              prompts.size());
-  std::printf("%-22s %10.1f %12.2f %9.2fx %7d/%zu\n", "n-gram lookup", ngr.tokens_per_second(),
-              ngr.spec.mean_acceptance_length(), ngr.tokens_per_second() / base.tokens_per_second(), same(ngr), prompts.size());
-  std::printf("%-22s %10.1f %12.2f %9.2fx %7d/%zu\n", "EAGLE-3 (trained now)", eag.tokens_per_second(),
-              eag.spec.mean_acceptance_length(), eag.tokens_per_second() / base.tokens_per_second(), same(eag), prompts.size());
-  std::printf("%-22s %10.1f %12.2f %9.2fx %7d/%zu\n", "EAGLE-3, auto shape", eau.tokens_per_second(),
-              eau.spec.mean_acceptance_length(), eau.tokens_per_second() / base.tokens_per_second(), same(eau), prompts.size());
-  std::printf("draft: %s\n", ts.export_dir.c_str());
+  std::printf("%-22s %10s %12s %10s %10s   %s\n", "method", "tok/s", "accept len", "speedup", "identical", "accepted at position 1..k");
+  for (const Method& m : methods) {
+    int same = 0;
+    for (size_t i = 0; i < prompts.size(); ++i) same += m.totals.outputs[i] == base.outputs[i];
+    DemoRow row{m.name, m.totals.tokens_per_second(), m.totals.tokens_per_second() / base.tokens_per_second(),
+                m.spec ? m.totals.spec.mean_acceptance_length() : 0, m.spec ? m.totals.spec.per_position_rates() : std::vector<double>{}};
+    std::string pos;
+    for (double r : row.acceptance_by_position) pos += fmt::format("{:.2f} ", r);
+    std::printf("%-22s %10.1f %12s %9.2fx %7d/%zu   %s\n", m.name, row.tokens_per_second,
+                m.spec ? fmt::format("{:.2f}", row.acceptance_length).c_str() : "-", row.speedup, same, prompts.size(), pos.c_str());
+    report["methods"].push_back({{"method", row.method}, {"tokens_per_second", row.tokens_per_second}, {"speedup", row.speedup},
+                                 {"acceptance_length", row.acceptance_length}, {"acceptance_by_position", row.acceptance_by_position},
+                                 {"identical", same},
+                                 {"drafted_tokens", m.totals.spec.num_draft_tokens}, {"accepted_tokens", m.totals.spec.num_accepted_tokens}});
+    rows.push_back(row);
+  }
+  const std::string svg = o.output + "/demo.svg", json_path = o.output + "/demo.json";
+  write_demo_svg(svg, fmt::format("eaglet demo: {}, {} thread(s), {}", b.label(), pool->size(), cpu_description()), rows);
+  std::ofstream(json_path) << report.dump(2) << "\n";
+  std::printf("draft: %s\npicture: %s\nreport: %s\n", draft.c_str(), svg.c_str(), json_path.c_str());
 }
 }  // namespace
 
@@ -133,6 +227,10 @@ void add_demo(CLI::App& app) {
   cmd->add_option("--steps", o->steps, "training steps")->check(CLI::PositiveNumber);
   cmd->add_option("--num-samples", o->num_samples, "texts to regenerate and train on")->check(CLI::PositiveNumber);
   cmd->add_option("--max-tokens", o->max_tokens, "tokens per benchmark prompt")->check(CLI::PositiveNumber);
+  cmd->add_option("--eval-prompts", o->eval_prompts, "held-out prompts to benchmark on")->check(CLI::PositiveNumber);
+  cmd->add_option("--widen", o->widen,
+                  "auto (small Llama targets and their draft are benchmarked widened to TinyLlama-1.1B's shape, same "
+                  "function) | tinyllama | none | hidden=H,heads=N,kv_heads=N,head_dim=N,intermediate=N,layers=N");
   cmd->callback([o] { run_demo(*o); });
 }
 

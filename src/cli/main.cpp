@@ -64,6 +64,8 @@ int main(int argc, char** argv) {
   app.add_flag_callback("-v,--verbose", [] { spdlog::set_level(spdlog::level::debug); }, "debug logging")
       ->trigger_on_parse();
   app.fallthrough();
+  // Every --help shows each option's default (subcommands inherit this when they are added).
+  app.option_defaults()->always_capture_default();
   app.set_version_flag("--version", std::string("eaglet ") + eaglet::kVersion);
   eaglet::cli::add_generate(app);
   eaglet::cli::add_bench(app);
@@ -76,6 +78,7 @@ int main(int argc, char** argv) {
 #endif
   eaglet::cli::add_serve(app);
   eaglet::cli::add_loadtest(app);
+  eaglet::cli::add_widen(app);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

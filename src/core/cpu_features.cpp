@@ -3,6 +3,9 @@
 #include <atomic>
 #include <cstdlib>
 #include <cstring>
+#include <fstream>
+
+#include "core/thread_pool.h"
 
 namespace eaglet {
 
@@ -53,6 +56,17 @@ Isa active_isa() { return Isa(g_isa.load(std::memory_order_relaxed)); }
 void set_active_isa(Isa isa) {
   Isa best = best_supported_isa();
   g_isa.store(int(int(isa) > int(best) ? best : isa));
+}
+
+std::string cpu_description() {
+  std::string model = "unknown CPU";
+  std::ifstream in("/proc/cpuinfo");
+  for (std::string line; std::getline(in, line);)
+    if (line.rfind("model name", 0) == 0 && line.find(':') != std::string::npos) {
+      model = line.substr(line.find(':') + 2);
+      break;
+    }
+  return model + " (" + std::to_string(ThreadPool::default_threads()) + " cores, " + isa_name(active_isa()) + ")";
 }
 
 }  // namespace eaglet

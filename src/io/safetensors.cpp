@@ -162,14 +162,18 @@ std::vector<std::string> Checkpoint::names() const {
   return out;
 }
 
-void write_safetensors(const std::string& path, const std::vector<TensorToWrite>& tensors,
-                       const std::map<std::string, std::string>& metadata) {
+void write_safetensors_streamed(const std::string& path, const std::vector<TensorHeader>& headers,
+                                const std::function<std::string(size_t)>& bytes_of,
+                                const std::map<std::string, std::string>& metadata) {
   json header = json::object();
   uint64_t off = 0;
-  for (auto& t : tensors) {
-    header[t.name] = {{"dtype", dtype_name(t.dtype)}, {"shape", t.shape},
-                      {"data_offsets", {off, off + t.bytes.size()}}};
-    off += t.bytes.size();
+  std::vector<uint64_t> sizes;
+  for (auto& t : headers) {
+    uint64_t n = dtype_size(t.dtype);
+    for (int64_t d : t.shape) n *= uint64_t(d);
+    header[t.name] = {{"dtype", dtype_name(t.dtype)}, {"shape", t.shape}, {"data_offsets", {off, off + n}}};
+    sizes.push_back(n);
+    off += n;
   }
   if (!metadata.empty()) header["__metadata__"] = metadata;
   std::string h = header.dump();
@@ -179,8 +183,20 @@ void write_safetensors(const std::string& path, const std::vector<TensorToWrite>
   uint64_t n = h.size();
   out.write(reinterpret_cast<const char*>(&n), 8);
   out.write(h.data(), std::streamsize(h.size()));
-  for (auto& t : tensors) out.write(t.bytes.data(), std::streamsize(t.bytes.size()));
+  for (size_t i = 0; i < headers.size(); ++i) {
+    const std::string bytes = bytes_of(i);
+    if (bytes.size() != sizes[i])
+      fail("{}: tensor {} has {} bytes, its shape needs {}", path, headers[i].name, bytes.size(), sizes[i]);
+    out.write(bytes.data(), std::streamsize(bytes.size()));
+  }
   if (!out) fail("{}: write failed", path);
+}
+
+void write_safetensors(const std::string& path, const std::vector<TensorToWrite>& tensors,
+                       const std::map<std::string, std::string>& metadata) {
+  std::vector<TensorHeader> headers;
+  for (auto& t : tensors) headers.push_back({t.name, t.dtype, t.shape});
+  write_safetensors_streamed(path, headers, [&](size_t i) { return tensors[i].bytes; }, metadata);
 }
 
 }  // namespace eaglet

@@ -2,6 +2,7 @@
 // `model.safetensors.index.json`, all memory-mapped. Every tensor is validated (dtype known,
 // offsets inside the file, byte size matching the shape) when the header is read.
 #pragma once
+#include <functional>
 #include <map>
 #include <memory>
 #include <string>
@@ -66,5 +67,16 @@ struct TensorToWrite {
 };
 void write_safetensors(const std::string& path, const std::vector<TensorToWrite>& tensors,
                        const std::map<std::string, std::string>& metadata = {});
+// The same file written one tensor at a time: the header comes from the shapes, then
+// `bytes_of(i)` produces tensor i just before it is written, so a checkpoint larger than memory
+// (a widened model) never has to be held whole. Each result must be exactly the shape's size.
+struct TensorHeader {
+  std::string name;
+  DType dtype;
+  std::vector<int64_t> shape;
+};
+void write_safetensors_streamed(const std::string& path, const std::vector<TensorHeader>& headers,
+                                const std::function<std::string(size_t)>& bytes_of,
+                                const std::map<std::string, std::string>& metadata = {});
 
 }  // namespace eaglet

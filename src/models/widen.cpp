@@ -1,0 +1,414 @@
+#include "models/widen.h"
+
+#include <spdlog/spdlog.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <functional>
+#include <nlohmann/json.hpp>
+#include <optional>
+
+#include "core/error.h"
+#include "io/json_config.h"
+#include "io/safetensors.h"
+#include "kernels/ops.h"
+
+namespace eaglet {
+
+namespace fs = std::filesystem;
+using json = nlohmann::json;
+
+namespace {
+
+// A row-major float matrix (vectors are one row) under construction.
+struct Mat {
+  int64_t rows = 0, cols = 0;
+  std::vector<float> v;
+  float& at(int64_t r, int64_t c) { return v[size_t(r * cols + c)]; }
+  float at(int64_t r, int64_t c) const { return v[size_t(r * cols + c)]; }
+};
+
+// Uniform filler with the requested standard deviation, seeded per tensor so the output does not
+// depend on the order tensors are written in. splitmix64: fast enough for a billion weights.
+Mat filler(int64_t rows, int64_t cols, const WidenShape& s, const std::string& name) {
+  Mat m{rows, cols, std::vector<float>(size_t(rows * cols), 0.0f)};
+  if (s.noise == 0) return m;
+  uint64_t x = s.seed ^ std::hash<std::string>{}(name);
+  const float a = s.noise * std::sqrt(3.0f) / float(1u << 31);
+  for (float& f : m.v) {
+    x += 0x9e3779b97f4a7c15ull;
+    uint64_t z = x;
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+    z ^= z >> 31;
+    f = float(int32_t(uint32_t(z))) * a;
+  }
+  return m;
+}
+Mat zeros(int64_t rows, int64_t cols) { return Mat{rows, cols, std::vector<float>(size_t(rows * cols), 0.0f)}; }
+
+// An original tensor as F32, with its shape checked.
+Mat read(const Checkpoint& ck, const std::string& name, int64_t rows, int64_t cols) {
+  std::vector<int64_t> shape = rows == 1 ? std::vector<int64_t>{cols} : std::vector<int64_t>{rows, cols};
+  const TensorInfo& t = ck.get(name, shape, {DType::F32, DType::BF16, DType::F16});
+  Mat m{rows, cols, std::vector<float>(size_t(rows * cols))};
+  kernels::to_f32(t.dtype, t.data, m.v.data(), t.numel());
+  return m;
+}
+
+std::string encode(const Mat& m, DType dtype) {
+  std::string out(m.v.size() * dtype_size(dtype), '\0');
+  for (size_t i = 0; i < m.v.size(); ++i) {
+    if (dtype == DType::F32) {
+      std::memcpy(out.data() + 4 * i, &m.v[i], 4);
+    } else {
+      const uint16_t h = dtype == DType::BF16 ? f32_to_bf16(m.v[i]) : f32_to_f16(m.v[i]);
+      std::memcpy(out.data() + 2 * i, &h, 2);
+    }
+  }
+  return out;
+}
+
+// Tensors to write, each made only when its turn comes.
+struct Plan {
+  std::vector<TensorHeader> headers;
+  std::vector<std::function<std::string()>> make;
+  void add(const std::string& name, std::vector<int64_t> shape, DType dtype, std::function<Mat()> f) {
+    headers.push_back({name, dtype, std::move(shape)});
+    make.push_back([f = std::move(f), dtype] { return encode(f(), dtype); });
+  }
+  void add_raw(const TensorInfo& t) {
+    headers.push_back({t.name, t.dtype, t.shape});
+    make.push_back([&t] { return std::string(reinterpret_cast<const char*>(t.data), t.nbytes); });
+  }
+  void write(const std::string& path) const {
+    size_t done = 0;
+    write_safetensors_streamed(path, headers, [&](size_t i) {
+      if (++done % 32 == 0) spdlog::info("widen: {}/{} tensors", done, headers.size());
+      return make[i]();
+    }, {{"format", "pt"}});
+  }
+};
+
+// The head layout of one side of the widening.
+struct Heads {
+  int heads, kv_heads, head_dim;
+  int group() const { return heads / kv_heads; }
+};
+
+// Maps an original (head, dim) onto the wide layout; see the header for why these positions.
+struct HeadMap {
+  Heads small, wide;
+  int64_t dim(int j) const {
+    const int s = wide.head_dim / small.head_dim, half = small.head_dim / 2;
+    return j < half ? int64_t(s) * j : wide.head_dim / 2 + int64_t(s) * (j - half);
+  }
+  int64_t q_row(int h, int j) const {
+    const int H = (h / small.group()) * wide.group() + h % small.group();
+    return int64_t(H) * wide.head_dim + dim(j);
+  }
+  int64_t kv_row(int g, int j) const { return int64_t(g) * wide.head_dim + dim(j); }
+};
+
+void check_heads(const Heads& small, const Heads& wide, const std::string& where) {
+  if (small.heads % small.kv_heads || wide.heads % wide.kv_heads)
+    fail("{}: num_attention_heads must be a multiple of num_key_value_heads", where);
+  if (wide.head_dim % small.head_dim || small.head_dim % 2)
+    fail("{}: the wide head_dim {} must be a multiple of the original {} (which must be even)", where, wide.head_dim,
+         small.head_dim);
+  if (wide.kv_heads < small.kv_heads || wide.group() < small.group())
+    fail("{}: widening can only add heads: {} kv heads x {} per group cannot hold {} x {}", where, wide.kv_heads,
+         wide.group(), small.kv_heads, small.group());
+}
+
+// Attention of one layer. `in_cols` lists, for each original input column, its wide column (the
+// draft's attention reads [embedding, hidden], two blocks of D).
+struct AttnWeights {
+  Mat q, k, v, o;
+};
+AttnWeights widen_attention(const AttnWeights& a, const HeadMap& hm, const std::vector<int64_t>& in_cols,
+                            int64_t wide_in, int64_t D, const WidenShape& s, const std::string& prefix) {
+  const Heads &sm = hm.small, &wd = hm.wide;
+  AttnWeights w{filler(int64_t(wd.heads) * wd.head_dim, wide_in, s, prefix + "q"),
+                filler(int64_t(wd.kv_heads) * wd.head_dim, wide_in, s, prefix + "k"),
+                filler(int64_t(wd.kv_heads) * wd.head_dim, wide_in, s, prefix + "v"),
+                zeros(D, int64_t(wd.heads) * wd.head_dim)};
+  const float q_scale = std::sqrt(float(wd.head_dim) / float(sm.head_dim));
+  for (int g = 0; g < sm.kv_heads; ++g) {
+    std::fill_n(w.k.v.begin() + int64_t(g) * wd.head_dim * wide_in, int64_t(wd.head_dim) * wide_in, 0.0f);
+    for (int j = 0; j < sm.head_dim; ++j)
+      for (size_t c = 0; c < in_cols.size(); ++c) {
+        w.k.at(hm.kv_row(g, j), in_cols[c]) = a.k.at(int64_t(g) * sm.head_dim + j, int64_t(c));
+        w.v.at(hm.kv_row(g, j), in_cols[c]) = a.v.at(int64_t(g) * sm.head_dim + j, int64_t(c));
+      }
+  }
+  for (int h = 0; h < sm.heads; ++h)
+    for (int j = 0; j < sm.head_dim; ++j) {
+      const int64_t src = int64_t(h) * sm.head_dim + j;
+      for (size_t c = 0; c < in_cols.size(); ++c) w.q.at(hm.q_row(h, j), in_cols[c]) = a.q.at(src, int64_t(c)) * q_scale;
+      for (int64_t r = 0; r < a.o.rows; ++r) w.o.at(r, hm.q_row(h, j)) = a.o.at(r, src);
+    }
+  return w;
+}
+
+// gate/up: original rows and columns in the corner, filler elsewhere; down: zero elsewhere.
+Mat widen_in(const Mat& m, int64_t rows, int64_t cols, const WidenShape& s, const std::string& name) {
+  Mat w = filler(rows, cols, s, name);
+  for (int64_t r = 0; r < m.rows; ++r) std::copy_n(&m.v[size_t(r * m.cols)], m.cols, &w.at(r, 0));
+  return w;
+}
+Mat widen_out(const Mat& m, int64_t rows, int64_t cols) {
+  Mat w = zeros(rows, cols);
+  for (int64_t r = 0; r < m.rows; ++r) std::copy_n(&m.v[size_t(r * m.cols)], m.cols, &w.at(r, 0));
+  return w;
+}
+// A norm weight over `blocks` concatenated hidden vectors (the draft's input_norm spans three).
+Mat widen_norm(const Mat& m, int64_t d, int64_t D) {
+  const float ns = std::sqrt(float(d) / float(D));
+  const int64_t blocks = m.cols / d;
+  Mat w{1, blocks * D, std::vector<float>(size_t(blocks * D), ns)};
+  for (int64_t b = 0; b < blocks; ++b)
+    for (int64_t i = 0; i < d; ++i) w.v[size_t(b * D + i)] = m.v[size_t(b * d + i)] * ns;
+  return w;
+}
+
+void copy_side_files(const std::string& src, const std::string& out) {
+  for (const char* f : {"tokenizer.json", "tokenizer_config.json", "generation_config.json", "special_tokens_map.json",
+                        "tokenizer.model", "chat_template.jinja", "vocab.json", "merges.txt"})
+    if (fs::exists(fs::path(src) / f))
+    {
+      fs::copy_file(fs::path(src) / f, fs::path(out) / f, fs::copy_options::overwrite_existing);
+      // The source may be read-only (a shared model folder); the copy belongs to the user.
+      fs::permissions(fs::path(out) / f, fs::perms::owner_read | fs::perms::owner_write, fs::perm_options::add);
+    }
+}
+
+void write_json(const std::string& path, const json& j) {
+  std::ofstream o(path);
+  o << j.dump(2) << "\n";
+  if (!o) fail("{}: cannot write", path);
+}
+
+const char* torch_dtype(DType d) { return d == DType::F32 ? "float32" : d == DType::BF16 ? "bfloat16" : "float16"; }
+
+}  // namespace
+
+std::vector<int> widened_live_layers(int L, int LL) {
+  std::vector<int> live;
+  for (int i = 0; i < L; ++i) live.push_back(L == 1 ? LL - 1 : int(std::lround(double(i) * (LL - 1) / (L - 1))));
+  return live;
+}
+
+void widen_llama(const std::string& src_dir, const std::string& out_dir, const WidenShape& s) {
+  const std::string cfg_path = src_dir + "/config.json";
+  const JsonConfig cfg = JsonConfig::load(cfg_path);
+  const std::string arch = cfg.has("architectures") ? cfg.raw()["architectures"][0].get<std::string>() : "";
+  if (arch != "LlamaForCausalLM")
+    fail("{}: architectures is '{}'; widening supports LlamaForCausalLM", cfg_path, arch);
+  for (const char* k : {"attention_bias", "mlp_bias"})
+    if (cfg.get_bool(k, false)) fail("{}: {} is true; widening supports bias-free Llama layers", cfg_path, k);
+  if (cfg.has("partial_rotary_factor")) fail("{}: partial_rotary_factor is not supported by widening", cfg_path);
+  const int d = cfg.get_size("hidden_size"), L = cfg.get_size("num_hidden_layers"), I = cfg.get_size("intermediate_size");
+  const int V = cfg.get_size("vocab_size");
+  const Heads sm{cfg.get_size("num_attention_heads"), cfg.get_size("num_key_value_heads", cfg.get_size("num_attention_heads")),
+                 cfg.get_size("head_dim", d / cfg.get_size("num_attention_heads"))};
+  const Heads wd{s.heads, s.kv_heads, s.head_dim};
+  const int64_t D = s.hidden;
+  check_heads(sm, wd, cfg_path);
+  if (s.hidden < d || s.intermediate < I || s.layers < L)
+    fail("{}: widening can only grow: hidden {} -> {}, intermediate {} -> {}, layers {} -> {}", cfg_path, d, s.hidden, I,
+         s.intermediate, L, s.layers);
+  const HeadMap hm{sm, wd};
+  const std::vector<int> live = widened_live_layers(L, s.layers);
+  auto ck = std::make_shared<Checkpoint>(Checkpoint::open_dir(src_dir));
+  const bool tied = cfg.get_bool("tie_word_embeddings", false);
+  const int64_t qd = int64_t(sm.heads) * sm.head_dim, kvd = int64_t(sm.kv_heads) * sm.head_dim;
+  std::vector<int64_t> in_cols(static_cast<size_t>(d));
+  for (int i = 0; i < d; ++i) in_cols[size_t(i)] = i;
+
+  Plan p;
+  const DType dt = s.dtype;
+  p.add("model.embed_tokens.weight", {V, D}, dt, [=] { return widen_out(read(*ck, "model.embed_tokens.weight", V, d), V, D); });
+  for (int li = 0; li < s.layers; ++li) {
+    const std::string pre = "model.layers." + std::to_string(li) + ".";
+    const auto it = std::find(live.begin(), live.end(), li);
+    const int src = it == live.end() ? -1 : int(it - live.begin());
+    const std::string sp = "model.layers." + std::to_string(src) + ".";
+    // The four attention matrices are made together; each tensor's maker takes its own.
+    auto attn = std::make_shared<std::optional<AttnWeights>>();
+    auto attention = [=](int which) {
+      if (!*attn) {
+        if (src < 0) {
+          AttnWeights w{filler(int64_t(wd.heads) * wd.head_dim, D, s, pre + "q"), filler(int64_t(wd.kv_heads) * wd.head_dim, D, s, pre + "k"),
+                        filler(int64_t(wd.kv_heads) * wd.head_dim, D, s, pre + "v"), zeros(D, int64_t(wd.heads) * wd.head_dim)};
+          *attn = std::move(w);
+        } else {
+          AttnWeights a{read(*ck, sp + "self_attn.q_proj.weight", qd, d), read(*ck, sp + "self_attn.k_proj.weight", kvd, d),
+                        read(*ck, sp + "self_attn.v_proj.weight", kvd, d), read(*ck, sp + "self_attn.o_proj.weight", d, qd)};
+          *attn = widen_attention(a, hm, in_cols, D, D, s, pre);
+        }
+      }
+      Mat& m = which == 0 ? (*attn)->q : which == 1 ? (*attn)->k : which == 2 ? (*attn)->v : (*attn)->o;
+      Mat out = std::move(m);
+      if (which == 3) attn->reset();
+      return out;
+    };
+    auto norm = [=](const std::string& name) {
+      return src < 0 ? Mat{1, D, std::vector<float>(size_t(D), std::sqrt(float(d) / float(D)))}
+                     : widen_norm(read(*ck, sp + name, 1, d), d, D);
+    };
+    const int64_t QD = int64_t(wd.heads) * wd.head_dim, KVD = int64_t(wd.kv_heads) * wd.head_dim, II = s.intermediate;
+    p.add(pre + "input_layernorm.weight", {D}, dt, [=] { return norm("input_layernorm.weight"); });
+    p.add(pre + "self_attn.q_proj.weight", {QD, D}, dt, [=] { return attention(0); });
+    p.add(pre + "self_attn.k_proj.weight", {KVD, D}, dt, [=] { return attention(1); });
+    p.add(pre + "self_attn.v_proj.weight", {KVD, D}, dt, [=] { return attention(2); });
+    p.add(pre + "self_attn.o_proj.weight", {D, QD}, dt, [=] { return attention(3); });
+    p.add(pre + "post_attention_layernorm.weight", {D}, dt, [=] { return norm("post_attention_layernorm.weight"); });
+    for (const char* m : {"gate", "up"}) {
+      const std::string n = std::string("mlp.") + m + "_proj.weight";
+      p.add(pre + n, {II, D}, dt, [=] { return src < 0 ? filler(II, D, s, pre + n) : widen_in(read(*ck, sp + n, I, d), II, D, s, pre + n); });
+    }
+    p.add(pre + "mlp.down_proj.weight", {D, II}, dt,
+          [=] { return src < 0 ? zeros(D, II) : widen_out(read(*ck, sp + "mlp.down_proj.weight", d, I), D, II); });
+  }
+  p.add("model.norm.weight", {D}, dt, [=] { return widen_norm(read(*ck, "model.norm.weight", 1, d), d, D); });
+  const std::string head = tied ? "model.embed_tokens.weight" : "lm_head.weight";
+  p.add("lm_head.weight", {V, D}, dt, [=] { return widen_in(read(*ck, head, V, d), V, D, s, "lm_head"); });
+
+  fs::create_directories(out_dir);
+  json c = cfg.raw();
+  c["hidden_size"] = D;
+  c["intermediate_size"] = s.intermediate;
+  c["num_hidden_layers"] = s.layers;
+  c["num_attention_heads"] = wd.heads;
+  c["num_key_value_heads"] = wd.kv_heads;
+  c["head_dim"] = wd.head_dim;
+  c["rms_norm_eps"] = cfg.get_double("rms_norm_eps", 1e-6) * d / double(D);
+  c["tie_word_embeddings"] = false;  // the wide head carries filler columns the embedding must not
+  c["torch_dtype"] = torch_dtype(dt);
+  c["widened_from"] = {{"hidden_size", d}, {"num_hidden_layers", L}, {"live_layers", live}};
+  write_json(out_dir + "/config.json", c);
+  copy_side_files(src_dir, out_dir);
+  p.write(out_dir + "/model.safetensors");
+}
+
+void widen_eagle3(const std::string& draft_dir, const std::string& wide_target_dir, const std::string& out_dir,
+                  const WidenShape& s) {
+  const std::string dpath = draft_dir + "/config.json", tpath = wide_target_dir + "/config.json";
+  const JsonConfig dc = JsonConfig::load(dpath), tc = JsonConfig::load(tpath);
+  if (dc.has("transformer_layer_config"))
+    fail("{}: transformer_layer_config: speculators-format drafts are not widened; export the draft as "
+         "LlamaForCausalLMEagle3", dpath);
+  if (!tc.has("widened_from")) fail("{}: no widened_from: widen the target with `eaglet widen` first", tpath);
+  const JsonConfig wf = tc.sub("widened_from");
+  const int d = dc.get_size("hidden_size");
+  if (d != wf.get_size("hidden_size"))
+    fail("{}: hidden_size {} is not the original target's {} ({})", dpath, d, wf.get_size("hidden_size"), tpath);
+  if (dc.get_size("target_hidden_size", d) != d)
+    fail("{}: target_hidden_size != hidden_size is not supported by widening", dpath);
+  const int64_t D = tc.get_size("hidden_size");
+  const Heads sm{dc.get_size("num_attention_heads"), dc.get_size("num_key_value_heads", dc.get_size("num_attention_heads")),
+                 dc.get_size("head_dim", d / dc.get_size("num_attention_heads"))};
+  const Heads wd{tc.get_size("num_attention_heads"), tc.get_size("num_key_value_heads"),
+                 tc.get_size("head_dim", int(D) / tc.get_size("num_attention_heads"))};
+  check_heads(sm, wd, dpath);
+  const int I = dc.get_size("intermediate_size"), II = std::max(I, tc.get_size("intermediate_size"));
+  const HeadMap hm{sm, wd};
+
+  auto ck = std::make_shared<Checkpoint>(Checkpoint::open_dir(draft_dir));
+  const std::string pre = ck->has("midlayer.self_attn.q_proj.weight") ? "midlayer." : "layers.0.";
+  const int64_t qd = int64_t(sm.heads) * sm.head_dim, kvd = int64_t(sm.kv_heads) * sm.head_dim;
+  const int64_t QD = int64_t(wd.heads) * wd.head_dim, KVD = int64_t(wd.kv_heads) * wd.head_dim;
+  const DType dt = s.dtype;
+  Plan p;
+  p.add("fc.weight", {D, 3 * D}, dt, [=] {
+    const Mat fc = read(*ck, "fc.weight", d, 3 * int64_t(d));
+    Mat w = filler(D, 3 * D, s, "fc");
+    std::fill(w.v.begin() + d * 3 * D, w.v.end(), 0.0f);  // rows beyond d feed the residual: zero
+    for (int64_t r = 0; r < d; ++r)
+      for (int c = 0; c < 3; ++c) std::copy_n(&fc.v[size_t(r * 3 * d + c * d)], d, &w.at(r, c * D));
+    return w;
+  });
+  std::vector<int64_t> in_cols;  // the attention input is [embedding, hidden]
+  for (int i = 0; i < d; ++i) in_cols.push_back(i);
+  for (int i = 0; i < d; ++i) in_cols.push_back(D + i);
+  auto attn = std::make_shared<std::optional<AttnWeights>>();
+  auto attention = [=](int which) {
+    if (!*attn) {
+      AttnWeights a{read(*ck, pre + "self_attn.q_proj.weight", qd, 2 * d), read(*ck, pre + "self_attn.k_proj.weight", kvd, 2 * d),
+                    read(*ck, pre + "self_attn.v_proj.weight", kvd, 2 * d), read(*ck, pre + "self_attn.o_proj.weight", d, qd)};
+      *attn = widen_attention(a, hm, in_cols, 2 * D, D, s, pre);
+    }
+    Mat& m = which == 0 ? (*attn)->q : which == 1 ? (*attn)->k : which == 2 ? (*attn)->v : (*attn)->o;
+    return std::move(m);
+  };
+  p.add(pre + "self_attn.q_proj.weight", {QD, 2 * D}, dt, [=] { return attention(0); });
+  p.add(pre + "self_attn.k_proj.weight", {KVD, 2 * D}, dt, [=] { return attention(1); });
+  p.add(pre + "self_attn.v_proj.weight", {KVD, 2 * D}, dt, [=] { return attention(2); });
+  p.add(pre + "self_attn.o_proj.weight", {D, QD}, dt, [=] { return attention(3); });
+  for (const char* m : {"gate", "up"}) {
+    const std::string n = pre + "mlp." + m + "_proj.weight";
+    p.add(n, {II, D}, dt, [=] { return widen_in(read(*ck, n, I, d), II, D, s, n); });
+  }
+  p.add(pre + "mlp.down_proj.weight", {D, II}, dt,
+        [=] { return widen_out(read(*ck, pre + "mlp.down_proj.weight", d, I), D, II); });
+  for (const std::string& n : ck->names()) {
+    const TensorInfo& t = ck->get(n);
+    if (n.find("norm") != std::string::npos && n.ends_with(".weight")) {  // hidden_norm, fc_norm.0, input_norm...
+      if (t.shape.size() != 1 || t.shape[0] % d) fail("{}: {} has shape {}, not a multiple of hidden_size {}", draft_dir, n, t.shape_str(), d);
+      const int64_t len = t.shape[0];
+      p.add(n, {len / d * D}, dt, [=] { return widen_norm(read(*ck, n, 1, len), d, D); });
+    } else if (n == "embed_tokens.weight" || n == "lm_head.weight") {
+      if (t.shape.size() != 2 || t.shape[1] != d) fail("{}: {} has shape {}, expected [*, {}]", draft_dir, n, t.shape_str(), d);
+      const int64_t rows = t.shape[0];
+      // The embedding feeds the residual (zero beyond d); the head reads it (filler is cancelled).
+      p.add(n, {rows, D}, dt, [=] {
+        const Mat m = read(*ck, n, rows, d);
+        return n == "lm_head.weight" ? widen_in(m, rows, D, s, n) : widen_out(m, rows, D);
+      });
+    } else if (n == "d2t" || n == "t2d") {
+      p.add_raw(t);
+    } else if (n != "fc.weight" && !n.starts_with(pre + "self_attn.") && !n.starts_with(pre + "mlp.")) {
+      fail("{}: tensor {} is not one widening knows", draft_dir, n);
+    }
+  }
+
+  // Aux-layer ids: original layer i lives at live[i]; id L (the last layer's output) at the wide L.
+  std::vector<int> live;
+  for (int64_t x : wf.get_int_list("live_layers")) live.push_back(int(x));
+  live.push_back(tc.get_size("num_hidden_layers"));
+  std::vector<int64_t> ids;
+  if (dc.has("eagle_aux_hidden_state_layer_ids")) ids = dc.get_int_list("eagle_aux_hidden_state_layer_ids");
+  else if (dc.has("eagle_config") && dc.sub("eagle_config").has("eagle_aux_hidden_state_layer_ids"))
+    ids = dc.sub("eagle_config").get_int_list("eagle_aux_hidden_state_layer_ids");
+  else {
+    const int L = wf.get_size("num_hidden_layers");
+    ids = {2, L / 2, L - 3};
+  }
+  std::vector<int> new_ids;
+  for (int64_t id : ids) {
+    if (id < 0 || id >= int64_t(live.size()))
+      fail("{}: eagle_aux_hidden_state_layer_ids has {}, outside the original target's 0..{}", dpath, id, live.size() - 1);
+    new_ids.push_back(live[size_t(id)]);
+  }
+  fs::create_directories(out_dir);
+  json c = dc.raw();
+  c["hidden_size"] = D;
+  c["target_hidden_size"] = D;
+  c["num_attention_heads"] = wd.heads;
+  c["num_key_value_heads"] = wd.kv_heads;
+  c["head_dim"] = wd.head_dim;
+  c["intermediate_size"] = II;
+  c["rms_norm_eps"] = dc.get_double("rms_norm_eps", 1e-6) * d / double(D);
+  c["eagle_aux_hidden_state_layer_ids"] = new_ids;
+  if (c.contains("eagle_config") && c["eagle_config"].is_object()) c["eagle_config"]["eagle_aux_hidden_state_layer_ids"] = new_ids;
+  c["torch_dtype"] = torch_dtype(dt);
+  c["widened_from"] = {{"hidden_size", d}, {"eagle_aux_hidden_state_layer_ids", ids}};
+  write_json(out_dir + "/config.json", c);
+  p.write(out_dir + "/model.safetensors");
+}
+
+}  // namespace eaglet
