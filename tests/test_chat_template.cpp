@@ -2,6 +2,7 @@
 // the Llama 3 and Qwen3 chat templates and on constructs those templates use.
 #include <gtest/gtest.h>
 
+#include <filesystem>
 #include <nlohmann/json.hpp>
 
 #include "core/error.h"
@@ -26,7 +27,11 @@ void expect_same_as_jinja2(const std::string& tmpl, const nlohmann::json& ctx) {
   auto ref = test::run_command("/usr/bin/python3 " + test::source_dir() + "/tests/reference/render_template.py " +
                                d.file("t.jinja") + " " + d.file("c.json"));
   ASSERT_EQ(ref.exit_code, 0) << ref.output;
-  EXPECT_EQ(ChatTemplate(tmpl).render(ctx), ref.output) << "context: " << ctx.dump();
+  try {
+    EXPECT_EQ(ChatTemplate(tmpl).render(ctx), ref.output) << "context: " << ctx.dump();
+  } catch (const Error& e) {
+    ADD_FAILURE() << e.what() << "\ntemplate: " << tmpl;
+  }
 }
 
 std::vector<nlohmann::json> conversations() {
@@ -57,9 +62,53 @@ TEST(ChatTemplate, Llama3AndQwen3MatchJinja2) {
   }
 }
 
+// The chat templates of the models users serve, as their repositories publish them (copied into
+// tests/data/chat_templates from llama.cpp's models/templates collection): every conversation
+// renders exactly as Jinja2 renders it, or fails where Jinja2 fails (a template that refuses a
+// system message, say).
+TEST(ChatTemplate, PublishedTemplatesMatchJinja2) {
+  if (!jinja2_available()) GTEST_SKIP() << "needs /usr/bin/python3 with jinja2 (apt: python3-jinja2)";
+  using nlohmann::json;
+  const std::string dir = test::source_dir() + "/tests/data/chat_templates";
+  std::vector<json> convs = conversations();
+  convs.push_back({{"messages", json::array({{{"role", "system"}, {"content", "You are terse."}},
+                                             {{"role", "user"}, {"content", "List {\"a\": 1} and ünïcode"}}})},
+                   {"add_generation_prompt", true}, {"enable_thinking", true}});
+  int rendered = 0;
+  for (const auto& entry : std::filesystem::directory_iterator(dir)) {
+    if (entry.path().extension() != ".jinja") continue;
+    const std::string src = read_text_file(entry.path().string());
+    for (json ctx : convs) {
+      ctx["bos_token"] = "<s>";
+      ctx["eos_token"] = "</s>";
+      test::TempDir d;
+      test::write_text(d.file("c.json"), ctx.dump());
+      auto ref = test::run_command("/usr/bin/python3 " + test::source_dir() + "/tests/reference/render_template.py " +
+                                   entry.path().string() + " " + d.file("c.json"));
+      std::string got, error;
+      try {
+        got = ChatTemplate(src).render(ctx);
+      } catch (const Error& e) {
+        error = e.what();
+      }
+      const std::string what = entry.path().filename().string() + " with " + ctx.dump();
+      if (ref.exit_code == 3) {
+        EXPECT_FALSE(error.empty()) << what << ": Jinja2 refused (" << ref.output << "), eaglet rendered:\n" << got;
+      } else {
+        ASSERT_EQ(ref.exit_code, 0) << what << "\n" << ref.output;
+        EXPECT_EQ(got, ref.output) << what << (error.empty() ? "" : "\neaglet: " + error);
+        ++rendered;
+      }
+    }
+  }
+  EXPECT_GE(rendered, 50);
+}
+
 TEST(ChatTemplate, ExpressionsAndStatementsMatchJinja2) {
   if (!jinja2_available()) GTEST_SKIP() << "needs /usr/bin/python3 with jinja2 (apt: python3-jinja2)";
-  const nlohmann::json ctx = {{"xs", {3, 1, 2}}, {"s", "  Hello, World  "}, {"d", {{"a", 1}, {"b", "two"}}}, {"flag", false}};
+  nlohmann::json ctx = {{"xs", {3, 1, 2}}, {"s", "  Hello, World  "}, {"d", {{"b", "two"}, {"a", 1}}}, {"flag", false},
+                         {"ms", {{{"role", "user"}, {"content", "u1"}}, {{"role", "assistant"}, {"content", "a1"}},
+                                 {{"role", "user"}, {"content", "u2"}}}}};
   for (std::string t : {
            "{{ xs|length }} {{ xs[0] + xs[-1] }} {{ xs[::-1] }} {{ xs[1:] }} {{ 7 // 2 }} {{ 7 % 3 }} {{ 2 * 3 - 1 }}",
            "{{ s|trim }}|{{ s.strip() }}|{{ s.lstrip() }}|{{ s.rstrip() }}|{{ s.split(',')[1] }}|{{ s.upper() }}",
@@ -72,8 +121,26 @@ TEST(ChatTemplate, ExpressionsAndStatementsMatchJinja2) {
            "{{ \"a\" ~ 1 ~ 'b' }} {{ xs|join('-') }} {{ (1 + 2) * 3 }} {{ -xs[0] }}{# comment #}",
            // Python's floor division and modulo (the sign follows the divisor).
            "{{ -7 // 2 }} {{ -7 % 3 }} {{ 7 % -3 }} {{ 7 // -2 }} {{ -7.5 % 2 }} {{ 7.5 // -2 }} {{ -6 % 3 }}",
+           // Macros with defaults and keyword arguments, calling each other.
+           "{% macro tag(name, body='', close=true) %}<{{ name }}>{{ body }}{% if close %}</{{ name }}>{% endif %}{% endmacro %}"
+           "{% macro twice(x) %}{{ tag('b', x) }}{{ tag('i', body=x, close=false) }}{% endmacro %}{{ twice('hi') }}|{{ tag('p') }}",
+           // Filters real templates use, with tests as arguments and keyword arguments.
+           "{{ ms|selectattr('role', 'equalto', 'user')|map(attribute='content')|join(',') }}|"
+           "{{ ms|rejectattr('role', 'equalto', 'user')|list|length }}|{{ ms|map(attribute='role')|unique|list }}|"
+           "{{ xs|select('odd')|list }} {{ xs|reject('divisibleby', 3)|list }} {{ xs|sort }} {{ xs|sort(reverse=true) }}|"
+           "{{ xs|map('string')|join }} {{ xs|sum }} {{ xs|min }} {{ xs|max }} {{ s|lower|title }} {{ 'abc'|capitalize }}",
+           "{% set o = {'z': 1, 'a': 2} %}{% for k, v in d|dictsort %}{{ k }}={{ v }};{% endfor %} {{ o|tojson }} {{ o|tojson(indent=2) }} "
+           "{% for k, v in o.items() %}{{ k }}{% endfor %} {{ o|list }}",
+           "{{ {'z': 1, 'a': [1, {'k': none}], 'm': {}}|tojson(indent=4) }} {{ []|tojson(indent=2) }}",
+           "{{ 'line1\nline2\n\nline4'|indent(2) }}|{{ 'a\nb'|indent(4, first=true) }}|{{ 3 is divisibleby(3) }} "
+           "{{ xs[0] is sameas 3 }} {{ 'a' is in ['a', 'b'] }} {{ flag is boolean }} {{ 2 is even }}",
+           "{% if strftime_now is defined and raise_exception is defined %}fns{% endif %}{{ missing|default('x', true) }}",
+           "{{ \"}}\" }}{{ '{%' }}{{ '}}' ~ \"{{\" }}",
        })
     expect_same_as_jinja2(t, ctx);
+  // Dicts keep insertion order, as Python's do: a template-made dict keeps its literal order.
+  expect_same_as_jinja2("{% set o = {'z': 1, 'a': 2, 'm': 3} %}{{ o|tojson }} {% for k in o %}{{ k }}{% endfor %} "
+                        "{{ o.keys()|list }} {{ o }} {% for k, v in o|dictsort %}{{ k }}{% endfor %}", ctx);
 }
 
 TEST(ChatTemplate, MiniMaxFormatMatchesJinja2AndTheSpec) {
@@ -114,7 +181,10 @@ TEST(ChatTemplate, MiniMaxFormatMatchesJinja2AndTheSpec) {
 TEST(ChatTemplate, SyntaxErrorsAreClear) {
   EXPECT_THROW(ChatTemplate("{% for x in xs %}no end"), Error);
   EXPECT_THROW(ChatTemplate("{{ 'unterminated }}"), Error);
-  EXPECT_THROW(ChatTemplate("{% macro m() %}{% endmacro %}"), Error);
+  EXPECT_THROW(ChatTemplate("{% macro m( %}{% endmacro %}"), Error);
+  EXPECT_THROW(ChatTemplate("{% macro m() %}never closed"), Error);
+  EXPECT_THROW(ChatTemplate("{% call m() %}{% endcall %}"), Error);  // call blocks: not in the subset
+  EXPECT_THROW(ChatTemplate("{% macro m(n) %}{{ m(n) }}{% endmacro %}{{ m(1) }}").render(nlohmann::json::object()), Error);
   EXPECT_THROW(ChatTemplate("{{ raise_exception('bad role') }}").render(nlohmann::json::object()), Error);
 }
 

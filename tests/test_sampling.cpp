@@ -61,6 +61,29 @@ TEST(Sampling, ValidationNamesTheParameter) {
   }
 }
 
+// vLLM's definitions: logit_bias added; repetition penalty over prompt and output tokens (a
+// positive logit divided, a negative one multiplied); frequency x count and presence once per
+// generated token subtracted.
+TEST(Sampling, PenaltiesAndLogitBias) {
+  SamplingParams p;
+  p.presence_penalty = 0.5f;
+  p.frequency_penalty = 0.25f;
+  p.repetition_penalty = 2.0f;
+  p.logit_bias = {{2, 1.0f}};
+  Sampler s(p);
+  s.set_prompt({1});
+  for (int t : {0, 0, 3}) s.accept(t);
+  const float logits[] = {2.0f, -1.0f, 0.5f, 3.0f};
+  const float* got = s.processed(logits, 4);
+  const float want[] = {2.0f / 2 - (0.25f * 2 + 0.5f), -1.0f * 2, 0.5f + 1.0f, 3.0f / 2 - (0.25f + 0.5f)};
+  for (int i = 0; i < 4; ++i) EXPECT_FLOAT_EQ(got[i], want[i]) << i;
+  EXPECT_EQ(logits[0], 2.0f);      // the input is left alone
+  EXPECT_EQ(s.sample(logits, 4), 2);  // greedy on the processed logits (raw argmax: 3)
+  SamplingParams bad;
+  bad.frequency_penalty = 2.5f;
+  EXPECT_THROW(validate(bad), Error);
+}
+
 TEST(OutputTracker, StopStringsTokensAndLength) {
   Tokenizer tok = Tokenizer::bytes();
   auto feed = [&](const std::string& text, StopConditions stop) {

@@ -123,9 +123,9 @@ TEST_F(ServerTest, CompletionsChatStreamingAndGreedyEqualsGenerate) {
 
   auto m = c.Get("/metrics");
   ASSERT_TRUE(m);
-  EXPECT_NE(m->body.find("eaglet:spec_decode_num_drafts_total"), std::string::npos);
-  EXPECT_NE(m->body.find("eaglet:spec_decode_num_accepted_tokens_per_pos_total"), std::string::npos);
-  EXPECT_NE(m->body.find("eaglet:time_to_first_token_seconds_bucket"), std::string::npos);
+  EXPECT_NE(m->body.find("vllm:spec_decode_num_drafts_total"), std::string::npos);
+  EXPECT_NE(m->body.find("vllm:spec_decode_num_accepted_tokens_per_pos_total"), std::string::npos);
+  EXPECT_NE(m->body.find("vllm:time_to_first_token_seconds_bucket"), std::string::npos);
   EXPECT_EQ(s.terminate(), 0);
 }
 

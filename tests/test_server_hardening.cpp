@@ -64,11 +64,11 @@ std::string wait_for_metrics(int port, const std::function<bool(const std::strin
   return text;
 }
 
-double running(const std::string& m) { return test::metric(m, "eaglet:num_requests_running{"); }
+double running(const std::string& m) { return test::metric(m, "vllm:num_requests_running{"); }
 
 // Failure 1: {"type": 5} in a content part threw a JSON type error that became a 500.
 TEST(ServerHardening, ContentPartsWithNonStringTypeAre400) {
-  test::ServerProcess s("");
+  test::ServerProcess s("--builtin");
   ASSERT_TRUE(s.ready()) << read_text_file(s.log_path());
   for (const char* part : {R"({"type": 5, "text": "x"})", R"({"type": null, "text": "x"})", R"(["text"])",
                            R"({"type": "image_url", "image_url": {}})", R"({"type": "text", "text": 7})"}) {
@@ -103,7 +103,7 @@ TEST(ServerHardening, HugePromptIsRefusedBeforeTokenizing) {
 
 // Failure 3: two n=16 requests whose client left after 0.3 s still generated 16,000 tokens.
 TEST(ServerHardening, NonStreamingRequestsAreCancelledWhenTheClientLeaves) {
-  test::ServerProcess s("--max-num-seqs 32");
+  test::ServerProcess s("--builtin --max-num-seqs 32");
   ASSERT_TRUE(s.ready()) << read_text_file(s.log_path());
   const std::string body = R"({"prompt": "Once", "n": 16, "max_tokens": 2000, "ignore_eos": true, "temperature": 1})";
   {
@@ -117,14 +117,14 @@ TEST(ServerHardening, NonStreamingRequestsAreCancelledWhenTheClientLeaves) {
   const std::string m = wait_for_metrics(s.port(), [](const std::string& m) { return running(m) == 0; }, 20);
   EXPECT_EQ(running(m), 0);
   EXPECT_LT(since(t0), 5.0) << "the sequences ran on after their clients left";
-  EXPECT_LT(test::metric(m, "eaglet:generation_tokens_total{"), 2 * 16 * 2000 / 2);
-  EXPECT_EQ(test::metric(m, "eaglet:request_success_total{model_name=\"eaglet-builtin\",finished_reason=\"abort\"}"), 32);
+  EXPECT_LT(test::metric(m, "vllm:generation_tokens_total{"), 2 * 16 * 2000 / 2);
+  EXPECT_EQ(test::metric(m, "vllm:request_success_total{model_name=\"eaglet-builtin\",engine=\"0\",finished_reason=\"abort\"}"), 32);
   EXPECT_EQ(s.terminate(), 0);
 }
 
 // Failure 4: prompt [4294967296] was accepted and behaved like [0].
 TEST(ServerHardening, TokenIdsOutsideTheVocabularyAreRefusedNotWrapped) {
-  test::ServerProcess s("");
+  test::ServerProcess s("--builtin");
   ASSERT_TRUE(s.ready()) << read_text_file(s.log_path());
   for (const char* ids : {"[4294967296]", "[-4294967295]", "[18446744073709551615]", "[1, 259]", "[-1]"}) {
     Reply r = post(s.port(), "/v1/completions", std::string(R"({"max_tokens": 1, "prompt": )") + ids + "}");
@@ -137,7 +137,7 @@ TEST(ServerHardening, TokenIdsOutsideTheVocabularyAreRefusedNotWrapped) {
 
 // Failure 5: num_requests_running and kv_cache_usage_perc kept their busy values on an idle server.
 TEST(ServerHardening, GaugesReturnToZeroWhenIdle) {
-  test::ServerProcess s("");
+  test::ServerProcess s("--builtin");
   ASSERT_TRUE(s.ready()) << read_text_file(s.log_path());
   std::vector<std::thread> clients;
   for (int i = 0; i < 4; ++i)
@@ -146,19 +146,19 @@ TEST(ServerHardening, GaugesReturnToZeroWhenIdle) {
     });
   for (auto& t : clients) t.join();
   const std::string m = wait_for_metrics(s.port(), [](const std::string& m) {
-    return running(m) == 0 && test::metric(m, "eaglet:kv_cache_usage_perc{") == 0;
+    return running(m) == 0 && test::metric(m, "vllm:kv_cache_usage_perc{") == 0;
   }, 5);
   EXPECT_EQ(running(m), 0);
-  EXPECT_EQ(test::metric(m, "eaglet:num_requests_waiting{"), 0);
-  EXPECT_EQ(test::metric(m, "eaglet:kv_cache_usage_perc{"), 0);
-  EXPECT_GT(test::metric(m, "eaglet:generation_tokens_total{"), 0);
+  EXPECT_EQ(test::metric(m, "vllm:num_requests_waiting{"), 0);
+  EXPECT_EQ(test::metric(m, "vllm:kv_cache_usage_perc{"), 0);
+  EXPECT_GT(test::metric(m, "vllm:generation_tokens_total{"), 0);
   EXPECT_GT(test::metric(m, "process_resident_memory_bytes"), 0);
   EXPECT_EQ(s.terminate(), 0);
 }
 
 // Failure 6: eight clients sending a header byte every 4 s blocked everyone else.
 TEST(ServerHardening, SlowClientsNeitherStallOthersNorStayForever) {
-  test::ServerProcess s("--request-timeout 3");
+  test::ServerProcess s("--builtin --request-timeout 3");
   ASSERT_TRUE(s.ready()) << read_text_file(s.log_path());
   std::vector<std::unique_ptr<test::RawConnection>> slow;
   for (int i = 0; i < 24; ++i) slow.push_back(std::make_unique<test::RawConnection>(s.port()));
@@ -190,7 +190,7 @@ TEST(ServerHardening, SlowClientsNeitherStallOthersNorStayForever) {
 
 // Failure 7: on SIGTERM with streams in flight, 2 of 4 clients got no [DONE].
 TEST(ServerHardening, ShutdownEndsEveryStreamWithAbortAndDone) {
-  test::ServerProcess s("--drain-timeout 0.5");
+  test::ServerProcess s("--builtin --drain-timeout 0.5");
   ASSERT_TRUE(s.ready()) << read_text_file(s.log_path());
   std::vector<std::unique_ptr<test::RawConnection>> streams;
   const std::string body = R"({"prompt": "Once", "max_tokens": 2000, "ignore_eos": true, "stream": true})";
@@ -212,7 +212,7 @@ TEST(ServerHardening, ShutdownEndsEveryStreamWithAbortAndDone) {
 // Failure 13: a 4 MB body of '[' allocated ~140 MB (eight at once peaked at 1.3 GB and left the
 // process at 610 MB); a JSON body over 8 KB sent as a form got 413 although the limit is 4 MB.
 TEST(ServerHardening, DeepBodiesAreRefusedCheaplyAndFormsAreJson) {
-  test::ServerProcess s("");
+  test::ServerProcess s("--builtin");
   ASSERT_TRUE(s.ready()) << read_text_file(s.log_path());
   const int64_t rss_before = test::process_rss(s.pid());
   std::vector<std::thread> clients;
@@ -241,7 +241,7 @@ TEST(ServerHardening, DeepBodiesAreRefusedCheaplyAndFormsAreJson) {
 
 // Also found: /metrics was open without the API key; the key comparison was not constant-time.
 TEST(ServerHardening, MetricsNeedTheKeyUnlessPublic) {
-  test::ServerProcess s("--api-key sekrit");
+  test::ServerProcess s("--builtin --api-key sekrit");
   ASSERT_TRUE(s.ready()) << read_text_file(s.log_path());
   httplib::Client c("127.0.0.1", s.port());
   EXPECT_EQ(c.Get("/metrics")->status, 401);
@@ -250,7 +250,7 @@ TEST(ServerHardening, MetricsNeedTheKeyUnlessPublic) {
   EXPECT_EQ(c.Get("/v1/models")->status, 401);
   EXPECT_EQ(c.Get("/health")->status, 200);
   EXPECT_EQ(s.terminate(), 0);
-  test::ServerProcess p("--api-key sekrit --metrics-public");
+  test::ServerProcess p("--builtin --api-key sekrit --metrics-public");
   ASSERT_TRUE(p.ready());
   EXPECT_EQ(httplib::Client("127.0.0.1", p.port()).Get("/metrics")->status, 200);
   EXPECT_EQ(p.terminate(), 0);

@@ -128,7 +128,7 @@ class Soak {
 
 TEST(Soak, MixedTrafficLeavesNoTrace) {
   const bool stories = !test::shared_dir().empty();
-  const std::string model = stories ? "-m " + test::shared_dir() + "/models/stories260K-hf " : "";
+  const std::string model = stories ? "-m " + test::shared_dir() + "/models/stories260K-hf " : "--builtin ";
   test::ServerProcess s(model + "--max-num-seqs 8 --max-waiting 64 --request-timeout 5 --spec-method ngram");
   ASSERT_TRUE(s.ready()) << read_text_file(s.log_path());
   const std::string greedy = R"({"prompt": "Once upon a time", "max_tokens": 48, "temperature": 0})";
@@ -160,12 +160,12 @@ TEST(Soak, MixedTrafficLeavesNoTrace) {
     httplib::Client mc("127.0.0.1", s.port());
     auto r = mc.Get("/metrics");
     m = r ? r->body : "";
-    if (test::metric(m, "eaglet:num_requests_running{") == 0 && test::metric(m, "eaglet:kv_cache_usage_perc{") == 0) break;
+    if (test::metric(m, "vllm:num_requests_running{") == 0 && test::metric(m, "vllm:kv_cache_usage_perc{") == 0) break;
     std::this_thread::sleep_for(std::chrono::milliseconds(50));
   }
-  EXPECT_EQ(test::metric(m, "eaglet:num_requests_running{"), 0);
-  EXPECT_EQ(test::metric(m, "eaglet:num_requests_waiting{"), 0);
-  EXPECT_EQ(test::metric(m, "eaglet:kv_cache_usage_perc{"), 0);
+  EXPECT_EQ(test::metric(m, "vllm:num_requests_running{"), 0);
+  EXPECT_EQ(test::metric(m, "vllm:num_requests_waiting{"), 0);
+  EXPECT_EQ(test::metric(m, "vllm:kv_cache_usage_perc{"), 0);
   auto last = c.Post("/v1/completions", greedy, "application/json");
   ASSERT_TRUE(last && last->status == 200);
   EXPECT_EQ(json::parse(last->body)["choices"][0]["text"], greedy_text);

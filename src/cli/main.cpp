@@ -2,7 +2,12 @@
 #include <spdlog/sinks/stdout_color_sinks.h>
 #include <spdlog/spdlog.h>
 
+#include <algorithm>
+#include <string>
+#include <vector>
+
 #include "cli/commands.h"
+#include "io/hf_cache.h"
 #include "core/cpu_features.h"
 #include "core/error.h"
 #include "core/thread_pool.h"
@@ -19,7 +24,9 @@ void add_common_options(CLI::App* cmd, CommonOptions* o) {
                   "q8_0 | q4_0 | q4_k: quantise the layers' matrices on load (GGUF blocks, round to nearest)");
 }
 
-ModelBundle load_target(const CommonOptions& o) { return load_bundle(o.model_dir, parse_quantize_option(o.quantize)); }
+ModelBundle load_target(const CommonOptions& o) {
+  return load_bundle(resolve_model_path(o.model_dir), parse_quantize_option(o.quantize));
+}
 
 void add_spec_options(CLI::App* cmd, SpecOptions* o) {
   cmd->add_option("--draft,--model-draft", o->draft_dir, "EAGLE-3 draft: a Hugging Face directory (LlamaForCausalLMEagle3 / Eagle3Speculator) or llama.cpp's eagle3 .gguf (--model-draft: llama-server's name)");
@@ -79,8 +86,15 @@ int main(int argc, char** argv) {
   eaglet::cli::add_serve(app);
   eaglet::cli::add_loadtest(app);
   eaglet::cli::add_widen(app);
+  // llama-server's two-letter short options, which CLI11 (one-letter short options) cannot declare.
+  std::vector<std::string> args(argv + 1, argv + argc);
+  for (auto& a : args) {
+    if (a == "-np") a = "--parallel";
+    else if (a == "-md") a = "--model-draft";
+  }
+  std::reverse(args.begin(), args.end());  // CLI11 takes the arguments last first
   try {
-    app.parse(argc, argv);
+    app.parse(args);
   } catch (const CLI::ParseError& e) {
     return app.exit(e);
   } catch (const eaglet::Error& e) {

@@ -4,10 +4,13 @@
 #include <atomic>
 #include <csignal>
 #include <cstdlib>
+#include <optional>
 #include <thread>
 
 #include "cli/commands.h"
 #include "core/error.h"
+#include "io/hf_cache.h"
+#include "io/mapped_file.h"
 #include "engine/model_bundle.h"
 #include "runtime/scheduler.h"
 #include "server/openai_server.h"
@@ -24,7 +27,18 @@ struct ServeOptions {
   SchedulerOptions sched;
   ServerOptions server;
   double kv_cache_gib = 0;
+  bool builtin = false;
+  std::string metrics_prefix = "vllm";
+  std::string generation_config = "auto";
+  std::optional<uint64_t> seed;
 };
+
+// --chat-template: a file, or the template text itself (as vLLM takes it).
+std::string chat_template_arg(const std::string& v) {
+  if (v.empty() || v.find("{%") != std::string::npos || v.find("{{") != std::string::npos) return v;
+  if (!file_exists(v)) fail("--chat-template: '{}' is neither a file nor a Jinja template", v);
+  return read_text_file(v);
+}
 
 void run_serve(ServeOptions o) {
   apply_common_options(o.common);
@@ -32,12 +46,18 @@ void run_serve(ServeOptions o) {
   for (const char* var : {"EAGLET_API_KEY", "VLLM_API_KEY"})  // vLLM's variable too, so its deployments carry over
     if (const char* k = std::getenv(var); o.server.api_key.empty() && k && *k) o.server.api_key = k;
   o.sched.kv_cache_bytes = int64_t(o.kv_cache_gib * double(1 << 30));
+  if (o.common.model_dir.empty() && !o.builtin)
+    fail("no model: give one (eaglet serve MODEL, or -m MODEL), or --builtin for the random-weight built-in model");
+  o.server.seed = o.seed;
+  o.server.chat_template = chat_template_arg(o.server.chat_template);
   ModelBundle b = load_target(o.common);
+  o.server.sampling_defaults = sampling_defaults_for(o.generation_config, resolve_model_path(o.common.model_dir));
   spdlog::info("model: {}", b.label());
   SpecSetup spec(o.spec, *b.model);
   spdlog::info("speculation: {}", spec.describe());
   if (o.server.served_model_name.empty()) o.server.served_model_name = o.common.model_dir.empty() ? "eaglet-builtin" : o.common.model_dir;
-  ServingMetrics metrics;
+  if (o.metrics_prefix != "vllm" && o.metrics_prefix != "eaglet") fail("--metrics-prefix: '{}' is not vllm or eaglet", o.metrics_prefix);
+  ServingMetrics metrics(o.metrics_prefix);
   Scheduler scheduler(*pool, b, spec, o.sched, metrics);
   OpenAiServer server(b, scheduler, metrics, o.server);
   server.bind();
@@ -62,6 +82,13 @@ void add_serve(CLI::App& app) {
   CLI::App* cmd = app.add_subcommand("serve", "OpenAI-compatible server (continuous batching, speculative decoding)");
   add_common_options(cmd, &o->common);
   cmd->add_option("model", o->common.model_dir, "the model, as vLLM takes it (`eaglet serve MODEL`; same as -m)");
+  cmd->add_flag("--builtin", o->builtin, "serve the random-weight built-in model (for tests; no -m needed)");
+  cmd->add_option("--metrics-prefix", o->metrics_prefix, "vllm (vLLM's metric names) | eaglet");
+  cmd->add_option("--seed", o->seed, "seed the draws of requests that give none (reproducible runs)");
+  cmd->add_option("--chat-template", o->server.chat_template, "a Jinja chat template (file or text) replacing the tokenizer's");
+  cmd->add_option("--generation-config", o->generation_config,
+                  "auto (sampling defaults from the model's generation_config.json) | vllm (OpenAI's defaults) | a folder "
+                  "holding generation_config.json");
   add_spec_options(cmd, &o->spec);
   auto& lim = o->server.limits;
   cmd->add_option("--host", o->server.host, "address to bind");
@@ -69,8 +96,8 @@ void add_serve(CLI::App& app) {
   cmd->add_option("--served-model-name", o->server.served_model_name, "model name clients use (default: the -m path)");
   cmd->add_option("--api-key", o->server.api_key, "require 'Authorization: Bearer KEY', /metrics included (also from EAGLET_API_KEY or VLLM_API_KEY)");
   cmd->add_flag("--metrics-public", o->server.metrics_public, "serve /metrics without the API key");
-  cmd->add_option("--max-num-seqs", o->sched.max_num_seqs, "sequences batched together")->check(CLI::PositiveNumber);
-  cmd->add_option("--max-model-len", o->sched.max_model_len, "context length (default: the model's)")->check(CLI::NonNegativeNumber);
+  cmd->add_option("--max-num-seqs,--parallel", o->sched.max_num_seqs, "sequences batched together")->check(CLI::PositiveNumber);
+  cmd->add_option("--max-model-len,-c,--ctx-size", o->sched.max_model_len, "context length (0: the model's; -c/--ctx-size: llama-server's names)")->check(CLI::NonNegativeNumber);
   cmd->add_option("--max-waiting", o->sched.max_waiting, "queued requests before 503")->check(CLI::PositiveNumber);
   cmd->add_option("--prefill-chunk", o->sched.prefill_chunk, "prompt tokens per step")->check(CLI::PositiveNumber);
   cmd->add_option("--kv-blocks", o->sched.kv_blocks, "KV-cache blocks of 16 tokens (default: max-num-seqs full contexts, within --kv-cache-memory)");

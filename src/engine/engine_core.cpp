@@ -54,8 +54,10 @@ struct EngineCore::Seq {
   std::vector<float> prompt_taps;
   DraftTree tree;
   DraftPolicy::SeqState policy;
-  clock_type::time_point last_token_time;
+  clock_type::time_point scheduled = clock_type::now(), first_token, last_token_time;
   size_t emitted_tokens = 0;
+  std::vector<TokenLogprob> prompt_logprobs;  // while prefilling with Request::prompt_logprobs
+  bool prompt_only = false;                   // max_tokens 0: finishes once prefilled
   std::vector<TokenLogprob> pending;
   Seq(std::shared_ptr<Request> r, const Tokenizer& tok)
       : req(std::move(r)), sampler(req->sampling), tracker(tok, req->stop) {}
@@ -117,6 +119,7 @@ bool EngineCore::try_add(std::shared_ptr<Request> r) {
   EAGLET_CHECK(!r->prompt.empty(), "empty prompt");
   if (int(running_.size()) >= opts_.max_num_seqs || reserved_blocks_ + need > opts_.kv_blocks) return false;
   auto s = std::make_unique<Seq>(std::move(r), tok_);
+  s->sampler.set_prompt(s->req->prompt);
   s->kv = cache_->create();
   s->blocks = need;
   if (policy_) s->policy = policy_->new_sequence();
@@ -134,7 +137,17 @@ void EngineCore::finish(Seq& s, const std::string& reason) {
   cache_->free(s.kv);
   if (s.proposing) proposer_->end(s.kv);
   reserved_blocks_ -= s.blocks;
-  if (metrics_) metrics_->request_finished(reason);
+  if (metrics_) {
+    RequestTimes t;
+    t.arrival = s.req->arrival;
+    t.scheduled = s.scheduled;
+    t.first_token = s.first_token;
+    t.has_first_token = s.emitted_tokens > 0;
+    t.finished = clock_type::now();
+    t.prompt_tokens = int64_t(s.req->prompt.size());
+    t.generation_tokens = int64_t(s.tracker.tokens().size());
+    metrics_->request_finished(reason, t);
+  }
   const std::string rest = s.tracker.take_new_text();
   if ((!rest.empty() || !s.pending.empty()) && s.req->on_output) s.req->on_output(rest, s.pending);
   s.pending.clear();
@@ -143,9 +156,13 @@ void EngineCore::finish(Seq& s, const std::string& reason) {
 
 bool EngineCore::emit(Seq& s, int token, const float* logits_row) {
   const bool more = s.tracker.append(token);
+  s.sampler.accept(token);
   const auto now = clock_type::now();
   if (metrics_) {
-    if (s.emitted_tokens == 0) metrics_->time_to_first_token(since(s.req->arrival));
+    if (s.emitted_tokens == 0) {
+      s.first_token = now;
+      metrics_->time_to_first_token(since(s.req->arrival));
+    }
     else metrics_->inter_token_latency(std::chrono::duration<double>(now - s.last_token_time).count());
     metrics_->tokens(0, 1);
   }
@@ -165,8 +182,11 @@ bool EngineCore::emit(Seq& s, int token, const float* logits_row) {
 }
 
 // Draft trees for every decoding sequence: one batched proposer call, then the policy's trim.
-void EngineCore::draft(std::vector<Seq*>& decoding, int fixed_tokens) {
-  for (Seq* s : decoding) s->tree = {};
+void EngineCore::draft(const std::vector<Seq*>& all_decoding, int fixed_tokens) {
+  for (Seq* s : all_decoding) s->tree = {};
+  std::vector<Seq*> decoding;  // the sequences the proposer follows
+  for (Seq* s : all_decoding)
+    if (s->proposing) decoding.push_back(s);
   if (!proposer_ || decoding.empty() || !policy_->worth_drafting(int(decoding.size()), fixed_tokens)) return;
   std::vector<Proposer::Request> requests;
   std::vector<DraftPolicy::SeqState*> states;
@@ -241,7 +261,11 @@ void EngineCore::step() {
       if (prefill[i] == 0) continue;
       const size_t n = prefill[i];
       c.tokens.assign(s.req->prompt.begin() + long(s.prefilled), s.req->prompt.begin() + long(s.prefilled + n));
-      if (s.prefilled + n == s.req->prompt.size()) c.logit_rows = {int(n) - 1};
+      if (s.req->prompt_logprobs >= 0) {
+        for (size_t r = 0; r < n; ++r) c.logit_rows.push_back(int(r));
+      } else if (s.prefilled + n == s.req->prompt.size()) {
+        c.logit_rows = {int(n) - 1};
+      }
     }
     batch.chunks.push_back(std::move(c));
     order.push_back(&s);
@@ -250,6 +274,11 @@ void EngineCore::step() {
   auto t0 = clock_type::now();
   target_.forward(pool_, *cache_, batch, &out);
   spec_metrics_.target_seconds += since(t0);
+  if (metrics_) {
+    int64_t n = 0;
+    for (auto& c : batch.chunks) n += int64_t(c.tokens.size());
+    metrics_->iteration(n);
+  }
   t0 = clock_type::now();
 
   std::vector<Proposer::Accepted> accepted;
@@ -261,16 +290,32 @@ void EngineCore::step() {
     const float* taps_here = out.taps.data() + tok * tap_row;
     tok += c.tokens.size();
     if (!s.decoding) {
+      const size_t first = s.prefilled;
       s.prefilled += c.tokens.size();
       if (!taps_.empty()) s.prompt_taps.insert(s.prompt_taps.end(), taps_here, taps_here + c.tokens.size() * tap_row);
       if (metrics_) metrics_->tokens(int64_t(c.tokens.size()), 0);
-      if (c.logit_rows.empty()) continue;
+      const bool prefilled = s.prefilled == s.req->prompt.size();
+      if (s.req->prompt_logprobs >= 0) {  // row r scores the prompt token after it
+        const auto& prompt = s.req->prompt;
+        for (size_t r = 0; r < c.tokens.size() && first + r + 1 < prompt.size(); ++r)
+          s.prompt_logprobs.push_back(
+              logprob_of(out.logits.data() + (row + r) * size_t(V), V, prompt[first + r + 1], s.req->prompt_logprobs));
+        row += c.tokens.size() - (prefilled ? 1 : 0);  // the last row is the first sampling row
+        if (prefilled && s.req->on_prompt_logprobs) s.req->on_prompt_logprobs(std::move(s.prompt_logprobs));
+      }
+      if (!prefilled) continue;
       const float* logits = out.logits.data() + row * size_t(V);
       ++row;
+      if (s.req->stop.max_tokens == 0) {
+        s.prompt_only = true;
+        continue;
+      }
       s.last = s.sampler.sample(logits, V);
       s.decoding = true;
       if (!emit(s, s.last, logits)) continue;
-      if (proposer_) {
+      // Penalties and biases change each position's distribution with the tokens before it,
+      // which a draft's verification does not model: such sequences decode without drafts.
+      if (proposer_ && !s.req->sampling.has_logits_processors()) {
         proposer_->begin(s.kv, s.req->prompt, taps_.empty() ? nullptr : s.prompt_taps.data(), s.last);
         s.proposing = true;
       }
@@ -322,7 +367,7 @@ void EngineCore::step() {
   for (auto& sp : running_) {
     Seq& s = *sp;
     const bool full = cache_->length(s.kv) + 1 >= opts_.max_model_len;
-    if (s.tracker.finished() || (s.decoding && full)) {
+    if (s.prompt_only || s.tracker.finished() || (s.decoding && full)) {
       finish(s, s.tracker.finished() ? s.tracker.finish_reason() : "length");
       sp.reset();
     }

@@ -54,7 +54,7 @@ class EngineCore {
   void size_kv_cache();
   void finish(Seq& s, const std::string& reason);
   bool emit(Seq& s, int token, const float* logits_row);
-  void draft(std::vector<Seq*>& decoding, int fixed_tokens);
+  void draft(const std::vector<Seq*>& all_decoding, int fixed_tokens);
 
   ThreadPool& pool_;
   Model& target_;

@@ -13,6 +13,9 @@ void validate(const SamplingParams& p) {
   EAGLET_CHECK(p.top_k >= 0, "top_k must be >= 0 (got {})", p.top_k);
   EAGLET_CHECK(p.top_p > 0 && p.top_p <= 1, "top_p must be in (0, 1] (got {})", p.top_p);
   EAGLET_CHECK(p.min_p >= 0 && p.min_p <= 1, "min_p must be in [0, 1] (got {})", p.min_p);
+  EAGLET_CHECK(p.presence_penalty >= -2 && p.presence_penalty <= 2, "presence_penalty must be in [-2, 2] (got {})", p.presence_penalty);
+  EAGLET_CHECK(p.frequency_penalty >= -2 && p.frequency_penalty <= 2, "frequency_penalty must be in [-2, 2] (got {})", p.frequency_penalty);
+  EAGLET_CHECK(p.repetition_penalty > 0 && p.repetition_penalty <= 2, "repetition_penalty must be in (0, 2] (got {})", p.repetition_penalty);
 }
 
 int argmax(const float* logits, int n) {
@@ -81,7 +84,36 @@ int Sampler::draw(const std::vector<float>& probs) {
   return last_nonzero;
 }
 
+void Sampler::set_prompt(const std::vector<int>& prompt) {
+  if (params_.repetition_penalty != 1) prompt_tokens_.insert(prompt.begin(), prompt.end());
+}
+
+void Sampler::accept(int token) {
+  if (params_.has_logits_processors()) ++output_counts_[token];
+}
+
+const float* Sampler::processed(const float* logits, int n) {
+  processed_.assign(logits, logits + n);
+  for (auto [id, bias] : params_.logit_bias)
+    if (id >= 0 && id < n) processed_[size_t(id)] += bias;
+  const float rp = params_.repetition_penalty;
+  auto repeat = [&](int t) {  // vLLM's rule: shrink a positive logit, grow a negative one's magnitude
+    float& l = processed_[size_t(t)];
+    l = l > 0 ? l / rp : l * rp;
+  };
+  if (rp != 1) {
+    for (int t : prompt_tokens_)
+      if (t >= 0 && t < n) repeat(t);
+    for (auto [t, c] : output_counts_)
+      if (t >= 0 && t < n && !prompt_tokens_.count(t)) repeat(t);
+  }
+  for (auto [t, c] : output_counts_)
+    if (t >= 0 && t < n) processed_[size_t(t)] -= params_.frequency_penalty * float(c) + params_.presence_penalty;
+  return processed_.data();
+}
+
 int Sampler::sample(const float* logits, int n) {
+  if (params_.has_logits_processors()) logits = processed(logits, n);
   if (params_.greedy()) return argmax(logits, n);
   target_probs(logits, n, params_, &probs_);
   return draw(probs_);

@@ -3,6 +3,9 @@
 #pragma once
 #include <cstdint>
 #include <random>
+#include <unordered_map>
+#include <unordered_set>
+#include <utility>
 #include <vector>
 
 namespace eaglet {
@@ -13,7 +16,16 @@ struct SamplingParams {
   float top_p = 1.0f;        // 1 = off
   float min_p = 0.0f;        // 0 = off
   uint64_t seed = 0;
+  // OpenAI's penalties (over generated tokens) and vLLM's repetition penalty (over prompt and
+  // generated tokens), and additive biases per token id. They depend on the sequence's history,
+  // so the engine decodes such a sequence without drafts (docs/serving.md).
+  float presence_penalty = 0.0f, frequency_penalty = 0.0f;  // 0 = off
+  float repetition_penalty = 1.0f;                          // 1 = off
+  std::vector<std::pair<int, float>> logit_bias;
   bool greedy() const { return temperature <= 0.0f; }
+  bool has_logits_processors() const {
+    return presence_penalty != 0 || frequency_penalty != 0 || repetition_penalty != 1 || !logit_bias.empty();
+  }
 };
 
 // Validates ranges; throws eaglet::Error naming the parameter.
@@ -29,6 +41,11 @@ class Sampler {
  public:
   explicit Sampler(const SamplingParams& p) : params_(p), rng_(p.seed) {}
   int sample(const float* logits, int n);
+  // The history the penalties read: the prompt once, then every token the sequence emits.
+  void set_prompt(const std::vector<int>& prompt);
+  void accept(int token);
+  // `logits` with the biases and penalties applied (a copy; the input is left as it is).
+  const float* processed(const float* logits, int n);
   // Uniform [0, 1) from this sampler's stream (rejection tests).
   double uniform() { return std::uniform_real_distribution<double>(0.0, 1.0)(rng_); }
   // Draws an index from a probability vector (need not be normalised).
@@ -38,7 +55,9 @@ class Sampler {
  private:
   SamplingParams params_;
   std::mt19937_64 rng_;
-  std::vector<float> probs_;
+  std::vector<float> probs_, processed_;
+  std::unordered_map<int, int> output_counts_;
+  std::unordered_set<int> prompt_tokens_;
 };
 
 }  // namespace eaglet

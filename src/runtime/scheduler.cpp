@@ -16,6 +16,11 @@ Scheduler::Scheduler(ThreadPool& pool, ModelBundle& bundle, const SpecSetup& spe
   const EngineOptions& e = engine_.options();
   spdlog::info("KV cache: {} blocks of 16 tokens, max_model_len {}, up to {} sequences", e.kv_blocks, e.max_model_len,
                e.max_num_seqs);
+  metrics_.set_cache_config({{"block_size", "16"},
+                             {"num_gpu_blocks", std::to_string(e.kv_blocks)},  // vLLM's name; eaglet's blocks are in CPU memory
+                             {"num_cpu_blocks", std::to_string(e.kv_blocks)},
+                             {"cache_dtype", "auto"},
+                             {"enable_prefix_caching", "False"}});
   thread_ = std::thread([this] { loop(); });
 }
 

@@ -1,10 +1,45 @@
 #include "runtime/serving_metrics.h"
 
-#include "core/system_memory.h"
-
 #include <fmt/format.h>
 
+#include "core/system_memory.h"
+
 namespace eaglet {
+
+namespace {
+// Bucket bounds as vLLM's, extended where CPU serving is slower: a large model on a few cores
+// takes seconds per token and minutes per request, which must not all land in +Inf.
+std::vector<double> latency_buckets() {  // time to first token, queue, prefill
+  return {0.001, 0.005, 0.01, 0.02, 0.04, 0.06, 0.08, 0.1, 0.25, 0.5, 0.75, 1.0, 2.5, 5.0, 7.5, 10.0,
+          20.0, 40.0, 80.0, 160.0, 640.0, 2560.0};
+}
+std::vector<double> token_buckets() {  // time between tokens
+  return {0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.075, 0.1, 0.15, 0.2, 0.3, 0.4, 0.5, 0.75, 1.0, 2.5,
+          5.0, 7.5, 10.0, 20.0, 40.0, 80.0};
+}
+std::vector<double> request_buckets() {  // whole requests and their decode phase
+  return {0.3, 0.5, 0.8, 1.0, 1.5, 2.0, 2.5, 5.0, 10.0, 15.0, 20.0, 30.0, 40.0, 50.0, 60.0,
+          120.0, 240.0, 480.0, 960.0, 1920.0, 7680.0};
+}
+std::vector<double> length_buckets() {  // tokens: 1, 2, 5 per decade, as vLLM builds them
+  std::vector<double> b;
+  for (double m = 1; m <= 1e6; m *= 10)
+    for (double k : {1.0, 2.0, 5.0}) b.push_back(k * m);
+  return b;
+}
+double seconds(RequestTimes::time_point a, RequestTimes::time_point b) { return std::chrono::duration<double>(b - a).count(); }
+}  // namespace
+
+std::string prometheus_label_value(const std::string& v) {
+  std::string out;
+  for (char c : v) {
+    if (c == '\\') out += "\\\\";
+    else if (c == '"') out += "\\\"";
+    else if (c == '\n') out += "\\n";
+    else out += c;
+  }
+  return out;
+}
 
 void Histogram::observe(double v) {
   size_t i = 0;
@@ -14,25 +49,38 @@ void Histogram::observe(double v) {
   ++count_;
 }
 
-std::string Histogram::render(const std::string& name, const std::string& help) const {
+std::string Histogram::render(const std::string& name, const std::string& help, const std::string& labels) const {
   std::string out = fmt::format("# HELP {} {}\n# TYPE {} histogram\n", name, help, name);
   uint64_t cum = 0;
   for (size_t i = 0; i < bounds_.size(); ++i) {
     cum += counts_[i];
-    out += fmt::format("{}_bucket{{le=\"{}\"}} {}\n", name, bounds_[i], cum);
+    out += fmt::format("{}_bucket{{{},le=\"{}\"}} {}\n", name, labels, bounds_[i], cum);
   }
-  out += fmt::format("{}_bucket{{le=\"+Inf\"}} {}\n{}_sum {}\n{}_count {}\n", name, count_, name, sum_, name, count_);
+  out += fmt::format("{}_bucket{{{},le=\"+Inf\"}} {}\n{}_sum{{{}}} {}\n{}_count{{{}}} {}\n", name, labels, count_, name, labels,
+                     sum_, name, labels, count_);
   return out;
 }
 
-ServingMetrics::ServingMetrics()
-    : ttft_({0.001, 0.005, 0.01, 0.02, 0.04, 0.06, 0.08, 0.1, 0.25, 0.5, 0.75, 1.0, 2.5, 5.0, 7.5, 10.0}),
-      itl_({0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.075, 0.1, 0.15, 0.2, 0.3, 0.4, 0.5, 0.75, 1.0, 2.5}),
+ServingMetrics::ServingMetrics(std::string prefix)
+    : prefix_(std::move(prefix)),
+      ttft_(latency_buckets()), itl_(token_buckets()), tpot_(token_buckets()), e2e_(request_buckets()),
+      queue_(latency_buckets()), prefill_(latency_buckets()), decode_(request_buckets()), request_tpot_(token_buckets()),
+      prompt_len_(length_buckets()), generation_len_(length_buckets()),
+      iteration_tokens_({1, 8, 16, 32, 64, 128, 256, 512, 1024, 2048, 4096, 8192, 16384}),
       draft_tokens_({1, 2, 3, 4, 5, 6, 8, 10, 12, 16, 24, 32, 48, 63}) {}
 
-void ServingMetrics::request_finished(const std::string& reason) {
+void ServingMetrics::request_finished(const std::string& reason, const RequestTimes& t) {
   std::lock_guard<std::mutex> lk(mu_);
   ++finished_[reason];
+  e2e_.observe(seconds(t.arrival, t.finished));
+  queue_.observe(seconds(t.arrival, t.scheduled));
+  if (t.has_first_token) {
+    prefill_.observe(seconds(t.scheduled, t.first_token));
+    decode_.observe(seconds(t.first_token, t.finished));
+    if (t.generation_tokens > 1) request_tpot_.observe(seconds(t.first_token, t.finished) / double(t.generation_tokens - 1));
+  }
+  prompt_len_.observe(double(t.prompt_tokens));
+  generation_len_.observe(double(t.generation_tokens));
 }
 
 void ServingMetrics::tokens(int64_t prompt, int64_t generation) {
@@ -49,6 +97,12 @@ void ServingMetrics::time_to_first_token(double s) {
 void ServingMetrics::inter_token_latency(double s) {
   std::lock_guard<std::mutex> lk(mu_);
   itl_.observe(s);
+  tpot_.observe(s);  // vLLM v1 fills time_per_output_token_seconds from the same intervals
+}
+
+void ServingMetrics::iteration(int64_t tokens) {
+  std::lock_guard<std::mutex> lk(mu_);
+  iteration_tokens_.observe(double(tokens));
 }
 
 void ServingMetrics::spec_step(int drafted, int accepted, int depth) {
@@ -65,6 +119,11 @@ void ServingMetrics::set_gauges(int running, int waiting, double kv_usage) {
   kv_usage_ = kv_usage;
 }
 
+void ServingMetrics::set_cache_config(std::vector<std::pair<std::string, std::string>> labels) {
+  std::lock_guard<std::mutex> lk(mu_);
+  cache_config_ = std::move(labels);
+}
+
 std::string ServingMetrics::take_interval_summary() {
   std::lock_guard<std::mutex> lk(mu_);
   if (interval_.num_drafts == 0) return "";
@@ -75,36 +134,61 @@ std::string ServingMetrics::take_interval_summary() {
 
 std::string ServingMetrics::render(const std::string& model) const {
   std::lock_guard<std::mutex> lk(mu_);
-  const std::string l = fmt::format("model_name=\"{}\"", model);
+  const std::string l = fmt::format("model_name=\"{}\",engine=\"0\"", prometheus_label_value(model));
+  const std::string p = prefix_ + ":";
   std::string out;
-  auto counter = [&](const std::string& name, const std::string& help, const std::string& labels, double v) {
-    out += fmt::format("# HELP {} {}\n# TYPE {} counter\n{}{{{}}} {}\n", name, help, name, name, labels, v);
+  auto family = [&](const std::string& name, const char* type, const std::string& help) {
+    out += fmt::format("# HELP {}{} {}\n# TYPE {}{} {}\n", p, name, help, p, name, type);
+  };
+  auto sample = [&](const std::string& name, const std::string& labels, double v) {
+    out += fmt::format("{}{}{{{}}} {}\n", p, name, labels, v);
   };
   auto gauge = [&](const std::string& name, const std::string& help, double v) {
-    out += fmt::format("# HELP {} {}\n# TYPE {} gauge\n{}{{{}}} {}\n", name, help, name, name, l, v);
+    family(name, "gauge", help);
+    sample(name, l, v);
   };
-  gauge("eaglet:num_requests_running", "Sequences in the running batch.", running_);
-  gauge("eaglet:num_requests_waiting", "Requests waiting to be admitted.", waiting_);
-  gauge("eaglet:kv_cache_usage_perc", "Fraction of KV-cache blocks in use (0-1).", kv_usage_);
-  counter("eaglet:prompt_tokens_total", "Prefill tokens processed.", l, double(prompt_tokens_));
-  counter("eaglet:generation_tokens_total", "Generated tokens.", l, double(generation_tokens_));
-  out += "# HELP eaglet:request_success_total Finished requests by finish reason.\n# TYPE eaglet:request_success_total counter\n";
+  auto counter = [&](const std::string& name, const std::string& help, double v) {
+    family(name, "counter", help);
+    sample(name, l, v);
+  };
+  auto histogram = [&](const Histogram& h, const std::string& name, const std::string& help) { out += h.render(p + name, help, l); };
+
+  gauge("num_requests_running", "Number of requests in model execution batches.", running_);
+  gauge("num_requests_waiting", "Number of requests waiting to be processed.", waiting_);
+  gauge("kv_cache_usage_perc", "KV-cache usage. 1 means 100 percent usage.", kv_usage_);
+  // Kept under its older vLLM name too: dashboards written for vLLM 0.x query this one.
+  gauge("gpu_cache_usage_perc", "KV-cache usage (older name of kv_cache_usage_perc; the cache is in CPU memory).", kv_usage_);
+  family("cache_config_info", "gauge", "Information of the KV cache configuration.");
+  std::string cc = l;
+  for (auto& [k, v] : cache_config_) cc += fmt::format(",{}=\"{}\"", k, prometheus_label_value(v));
+  sample("cache_config_info", cc, 1);
+  counter("num_preemptions_total", "Cumulative number of preemptions (eaglet reserves a request's KV blocks at admission, so none).", 0);
+  counter("prompt_tokens_total", "Number of prefill tokens processed.", double(prompt_tokens_));
+  counter("generation_tokens_total", "Number of generation tokens processed.", double(generation_tokens_));
+  family("request_success_total", "counter", "Count of successfully processed requests.");
   for (const char* r : {"stop", "length", "abort"}) {
     auto it = finished_.find(r);
-    out += fmt::format("eaglet:request_success_total{{{},finished_reason=\"{}\"}} {}\n", l, r, it == finished_.end() ? 0 : it->second);
+    sample("request_success_total", fmt::format("{},finished_reason=\"{}\"", l, r), double(it == finished_.end() ? 0 : it->second));
   }
-  out += ttft_.render("eaglet:time_to_first_token_seconds", "Time to first token.");
-  out += itl_.render("eaglet:inter_token_latency_seconds", "Time between streamed tokens.");
-  counter("eaglet:spec_decode_num_drafts_total", "Speculative steps with at least one draft token.", l, double(spec_.num_drafts));
-  counter("eaglet:spec_decode_num_draft_tokens_total", "Draft tokens proposed.", l, double(spec_.num_draft_tokens));
-  counter("eaglet:spec_decode_num_accepted_tokens_total", "Draft tokens accepted.", l, double(spec_.num_accepted_tokens));
-  out += "# HELP eaglet:spec_decode_num_accepted_tokens_per_pos_total Accepted draft tokens by position.\n"
-         "# TYPE eaglet:spec_decode_num_accepted_tokens_per_pos_total counter\n";
+  histogram(ttft_, "time_to_first_token_seconds", "Histogram of time to first token in seconds.");
+  histogram(itl_, "inter_token_latency_seconds", "Histogram of inter-token latency in seconds.");
+  histogram(tpot_, "time_per_output_token_seconds", "Histogram of time per output token in seconds.");
+  histogram(e2e_, "e2e_request_latency_seconds", "Histogram of e2e request latency in seconds.");
+  histogram(queue_, "request_queue_time_seconds", "Histogram of time spent in WAITING phase for request.");
+  histogram(prefill_, "request_prefill_time_seconds", "Histogram of time spent in PREFILL phase for request.");
+  histogram(decode_, "request_decode_time_seconds", "Histogram of time spent in DECODE phase for request.");
+  histogram(request_tpot_, "request_time_per_output_token_seconds", "Histogram of time_per_output_token_seconds per request.");
+  histogram(prompt_len_, "request_prompt_tokens", "Number of prefill tokens processed.");
+  histogram(generation_len_, "request_generation_tokens", "Number of generation tokens processed.");
+  histogram(iteration_tokens_, "iteration_tokens_total", "Histogram of number of tokens per engine_step.");
+  counter("spec_decode_num_drafts_total", "Number of spec decoding drafts.", double(spec_.num_drafts));
+  counter("spec_decode_num_draft_tokens_total", "Number of draft tokens.", double(spec_.num_draft_tokens));
+  counter("spec_decode_num_accepted_tokens_total", "Number of accepted tokens.", double(spec_.num_accepted_tokens));
+  family("spec_decode_num_accepted_tokens_per_pos_total", "counter", "Accepted tokens per draft position.");
   for (size_t i = 0; i < spec_.accepted_per_pos.size(); ++i)
-    out += fmt::format("eaglet:spec_decode_num_accepted_tokens_per_pos_total{{{},position=\"{}\"}} {}\n", l, i,
-                       spec_.accepted_per_pos[i]);
-  out += draft_tokens_.render("eaglet:spec_decode_draft_tokens_per_step",
-                              "Draft tokens (chain or tree nodes) a sequence's verification checked, as the draft policy chose.");
+    sample("spec_decode_num_accepted_tokens_per_pos_total", fmt::format("{},position=\"{}\"", l, i), double(spec_.accepted_per_pos[i]));
+  histogram(draft_tokens_, "spec_decode_draft_tokens_per_step",
+            "Draft tokens (chain or tree nodes) a sequence's verification checked, as the draft policy chose.");
   // The process collector's name, which dashboards (and the soak test) watch for leaks.
   out += fmt::format("# HELP process_resident_memory_bytes Resident memory size in bytes.\n"
                      "# TYPE process_resident_memory_bytes gauge\nprocess_resident_memory_bytes {}\n",

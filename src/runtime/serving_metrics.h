@@ -1,10 +1,13 @@
-// Counters and histograms of the serving loop, exposed in the Prometheus text format with the
-// names vLLM uses (prefixed eaglet:), so existing dashboards compute acceptance length as
-// 1 + accepted / drafts.
+// Counters and histograms of the serving loop in the Prometheus text format, under vLLM's metric
+// names and labels (prefix "vllm:", labels model_name and engine), so dashboards and alerts
+// written for vLLM work unchanged; acceptance length is 1 + accepted / drafts as vLLM defines it.
+// `--metrics-prefix eaglet` renames the families for deployments that run both side by side.
 #pragma once
+#include <chrono>
 #include <map>
 #include <mutex>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "speculation/metrics.h"
@@ -15,7 +18,8 @@ class Histogram {
  public:
   explicit Histogram(std::vector<double> bounds) : bounds_(std::move(bounds)), counts_(bounds_.size() + 1, 0) {}
   void observe(double v);
-  std::string render(const std::string& name, const std::string& help) const;
+  // `labels`: the family's common labels, already escaped ("model_name=\"m\",engine=\"0\"").
+  std::string render(const std::string& name, const std::string& help, const std::string& labels) const;
 
  private:
   std::vector<double> bounds_;
@@ -24,27 +28,44 @@ class Histogram {
   uint64_t count_ = 0;
 };
 
+// A Prometheus label value: backslash, double quote and newline escaped.
+std::string prometheus_label_value(const std::string& v);
+
+// When a request passed each stage of its life, for the per-request latency histograms.
+struct RequestTimes {
+  using time_point = std::chrono::steady_clock::time_point;
+  time_point arrival, scheduled, first_token, finished;
+  bool has_first_token = false;  // a request aborted before its first token has no prefill/decode split
+  int64_t prompt_tokens = 0, generation_tokens = 0;
+};
+
 class ServingMetrics {
  public:
-  ServingMetrics();
-  void request_finished(const std::string& reason);
+  explicit ServingMetrics(std::string prefix = "vllm");
+  void request_finished(const std::string& reason, const RequestTimes& t);
   void tokens(int64_t prompt, int64_t generation);
   void time_to_first_token(double s);
   void inter_token_latency(double s);
+  void iteration(int64_t tokens);  // tokens one engine step ran through the target
   // One verified draft (chain or tree) of `drafted` tokens and `depth` levels.
   void spec_step(int drafted, int accepted, int depth = -1);
   void set_gauges(int running, int waiting, double kv_usage);
+  // Labels of the cache_config_info gauge (block_size, num_gpu_blocks, ...), as vLLM exposes them.
+  void set_cache_config(std::vector<std::pair<std::string, std::string>> labels);
   std::string render(const std::string& model_name) const;
   // vLLM-style "SpecDecoding metrics: ..." for the interval since the last call.
   std::string take_interval_summary();
 
  private:
+  const std::string prefix_;
   mutable std::mutex mu_;
   std::map<std::string, uint64_t> finished_;
   int64_t prompt_tokens_ = 0, generation_tokens_ = 0;
   int running_ = 0, waiting_ = 0;
   double kv_usage_ = 0;
-  Histogram ttft_, itl_, draft_tokens_;
+  std::vector<std::pair<std::string, std::string>> cache_config_;
+  Histogram ttft_, itl_, tpot_, e2e_, queue_, prefill_, decode_, request_tpot_, prompt_len_, generation_len_,
+      iteration_tokens_, draft_tokens_;
   SpecMetrics spec_, interval_;
 };
 

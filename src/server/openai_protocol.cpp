@@ -2,7 +2,12 @@
 
 #include <fmt/format.h>
 
+#include <cmath>
+#include <set>
+
+#include "core/error.h"
 #include "io/json_config.h"
+#include "io/mapped_file.h"
 
 namespace eaglet {
 
@@ -65,10 +70,65 @@ std::string content_text(const json& c, const std::string& param) {
   if (c.is_null()) return "";
   bad(param, "message content must be a string or a list of text parts");
 }
+
+// The fields each endpoint honours; anything else is refused by name rather than ignored.
+const std::set<std::string> kCommon = {"model", "max_tokens", "temperature", "top_p", "n", "stream", "stream_options",
+                                       "stop", "presence_penalty", "frequency_penalty", "repetition_penalty", "logit_bias",
+                                       "seed", "top_k", "min_p", "ignore_eos", "logprobs",
+                                       // no-ops by definition: they label the request, never change the output
+                                       "user", "metadata", "store", "service_tier"};
+const std::set<std::string> kCompletion = {"prompt", "echo", "best_of", "suffix"};
+const std::set<std::string> kChat = {"messages", "max_completion_tokens", "top_logprobs", "response_format",
+                                     "chat_template_kwargs", "add_generation_prompt", "tools", "tool_choice",
+                                     "parallel_tool_calls", "modalities"};
+
+void check_fields(const json& b, bool chat) {
+  for (auto& [k, v] : b.items()) {
+    if (kCommon.count(k) || (chat ? kChat : kCompletion).count(k)) continue;
+    bad(k, fmt::format("'{}' is not supported by eaglet's {} endpoint", k, chat ? "/v1/chat/completions" : "/v1/completions"));
+  }
+  if (!chat) {
+    if (const json* sfx = field(b, "suffix"); sfx && !(sfx->is_string() && sfx->get<std::string>().empty()))
+      bad("suffix", "'suffix' (insertion) is not supported");
+    return;
+  }
+  if (const json* rf = field(b, "response_format")) {
+    if (!rf->is_object() || !rf->contains("type") || !(*rf)["type"].is_string())
+      bad("response_format", "'response_format' must be an object with a string 'type'");
+    const std::string type = (*rf)["type"].get<std::string>();
+    if (type != "text")
+      bad("response_format", fmt::format("response_format type '{}' is not supported (structured output is not implemented; "
+                                         "only 'text')", type));
+  }
+  if (const json* t = field(b, "tools"); t && !(t->is_array() && t->empty())) bad("tools", "tool calling is not supported");
+  if (const json* t = field(b, "tool_choice"); t && !(t->is_string() && t->get<std::string>() == "none"))
+    bad("tool_choice", "tool calling is not supported ('none' only)");
+  if (const json* m = field(b, "modalities"); m && *m != json::array({"text"}))
+    bad("modalities", "only the 'text' modality is supported");
+  if (const json* p = field(b, "parallel_tool_calls"); p && !p->is_boolean()) bad("parallel_tool_calls", "'parallel_tool_calls' must be a boolean");
+}
+
+ApiRequest::Prompt prompt_of(const json& p, const std::string& param) {
+  ApiRequest::Prompt out;
+  if (p.is_string()) {
+    out.text = p.get<std::string>();
+    return out;
+  }
+  if (!p.is_array() || p.empty()) bad(param, "a prompt must be a string or a non-empty list of token ids");
+  out.is_ids = true;
+  for (auto& t : p) {
+    int64_t id;
+    // Wider than int on purpose: 4294967296 must be refused, not wrapped to token 0.
+    if (!json_int64(t, &id)) bad(param, fmt::format("token ids must be integers (got {})", json_brief(t)));
+    out.ids.push_back(id);
+  }
+  return out;
+}
 }  // namespace
 
-ApiRequest parse_request(const json& b, bool chat) {
+ApiRequest parse_request(const json& b, bool chat, const SamplingDefaults& d) {
   if (!b.is_object()) bad("", "request body must be a JSON object");
+  check_fields(b, chat);
   ApiRequest r;
   r.chat = chat;
   if (const json* m = field(b, "model")) {
@@ -90,36 +150,53 @@ ApiRequest parse_request(const json& b, bool chat) {
     }
     r.max_tokens = int(integer(b, "max_completion_tokens", 1, 1 << 30, integer(b, "max_tokens", 1, 1 << 30, -1)));
     if (boolean(b, "logprobs", false)) r.logprobs = int(integer(b, "top_logprobs", 0, 20, 0));
+    if (const json* k = field(b, "chat_template_kwargs")) {
+      if (!k->is_object()) bad("chat_template_kwargs", "'chat_template_kwargs' must be an object");
+      r.chat_template_kwargs = *k;
+    }
+    r.add_generation_prompt = boolean(b, "add_generation_prompt", true);
   } else {
     const json* p = field(b, "prompt");
     if (!p) bad("prompt", "'prompt' is required");
-    if (p->is_string()) {
-      r.prompt_text = p->get<std::string>();
-    } else if (p->is_array() && p->size() == 1 && (*p)[0].is_string()) {
-      r.prompt_text = (*p)[0].get<std::string>();
-    } else if (p->is_array() && !p->empty() && (*p)[0].is_number_integer()) {
-      for (auto& t : *p) {
-        int64_t id;
-        // Wider than int on purpose: 4294967296 must be refused, not wrapped to token 0.
-        if (!json_int64(t, &id)) bad("prompt", fmt::format("token ids must be integers (got {})", json_brief(t)));
-        r.prompt_ids.push_back(id);
-      }
+    // A string, token ids, or a batch: a list of strings or a list of token-id lists.
+    if (p->is_array() && !p->empty() && ((*p)[0].is_string() || (*p)[0].is_array())) {
+      if (p->size() > 64) bad("prompt", "at most 64 prompts per request");
+      for (size_t i = 0; i < p->size(); ++i) r.prompts.push_back(prompt_of((*p)[i], fmt::format("prompt[{}]", i)));
     } else {
-      bad("prompt", "'prompt' must be a string, a list with one string, or a list of token ids");
+      r.prompts.push_back(prompt_of(*p, "prompt"));
     }
-    r.max_tokens = int(integer(b, "max_tokens", 1, 1 << 30, 16));  // the completions API's default is 16
+    r.echo = boolean(b, "echo", false);
+    // max_tokens 0 only makes sense with echo: scoring the prompt (lm-evaluation-harness).
+    r.max_tokens = int(integer(b, "max_tokens", r.echo ? 0 : 1, 1 << 30, 16));  // the completions API's default is 16
     if (const json* lp = field(b, "logprobs")) {
       if (!lp->is_number_integer()) bad("logprobs", "'logprobs' must be an integer");
       r.logprobs = int(integer(b, "logprobs", 0, 20, 0));
     }
-    r.echo = boolean(b, "echo", false);
-    if (r.echo) bad("echo", "'echo' is not supported");
   }
-  r.sampling.temperature = float(number(b, "temperature", 0, 100, 1.0));
-  r.sampling.top_p = float(number(b, "top_p", 1e-9, 1, 1.0));
-  const int64_t top_k = integer(b, "top_k", -1, 1 << 30, 0);
+  r.sampling.temperature = float(number(b, "temperature", 0, 100, d.temperature));
+  r.sampling.top_p = float(number(b, "top_p", 1e-9, 1, d.top_p));
+  const int64_t top_k = integer(b, "top_k", -1, 1 << 30, d.top_k);
   r.sampling.top_k = top_k < 0 ? 0 : int(top_k);
-  r.sampling.min_p = float(number(b, "min_p", 0, 1, 0.0));
+  r.sampling.min_p = float(number(b, "min_p", 0, 1, d.min_p));
+  r.sampling.presence_penalty = float(number(b, "presence_penalty", -2, 2, 0.0));
+  r.sampling.frequency_penalty = float(number(b, "frequency_penalty", -2, 2, 0.0));
+  r.sampling.repetition_penalty = float(number(b, "repetition_penalty", 1e-6, 2, d.repetition_penalty));
+  if (const json* lb = field(b, "logit_bias")) {  // {"token id": bias in [-100, 100]}; ids checked against the vocabulary later
+    if (!lb->is_object()) bad("logit_bias", "'logit_bias' must be an object mapping token ids to biases");
+    if (lb->size() > 1024) bad("logit_bias", "at most 1024 logit_bias entries");
+    for (auto& [k, v] : lb->items()) {
+      int id = -1;
+      size_t used = 0;
+      try {
+        id = std::stoi(k, &used);
+      } catch (const std::exception&) {
+      }
+      if (used != k.size() || id < 0) bad("logit_bias", fmt::format("logit_bias key '{}' is not a token id", k));
+      if (!v.is_number() || !(v.get<double>() >= -100 && v.get<double>() <= 100))
+        bad("logit_bias", fmt::format("logit_bias['{}'] must be a number in [-100, 100]", k));
+      r.sampling.logit_bias.emplace_back(id, v.get<float>());
+    }
+  }
   if (field(b, "seed")) {
     r.sampling.seed = uint64_t(integer(b, "seed", INT64_MIN, INT64_MAX, 0));
     r.seed_given = true;
@@ -149,6 +226,28 @@ ApiRequest parse_request(const json& b, bool chat) {
   return r;
 }
 
+SamplingDefaults sampling_defaults_for(const std::string& mode, const std::string& model_dir) {
+  SamplingDefaults d;
+  if (mode == "vllm") return d;
+  const std::string dir = mode == "auto" ? model_dir : mode;
+  const std::string path = dir + "/generation_config.json";
+  if (dir.empty() || !file_exists(path)) {
+    if (mode != "auto") fail("--generation-config: {} does not exist", path);
+    return d;
+  }
+  const JsonConfig g = JsonConfig::load(path);
+  d.temperature = g.get_double("temperature", d.temperature);
+  d.top_p = g.get_double("top_p", d.top_p);
+  d.top_k = int(g.get_int_in("top_k", d.top_k, 0, 1 << 30));
+  d.min_p = g.get_double("min_p", d.min_p);
+  d.repetition_penalty = g.get_double("repetition_penalty", d.repetition_penalty);
+  if (!(d.temperature >= 0 && d.temperature <= 100)) fail("{}: temperature {} is outside [0, 100]", path, d.temperature);
+  if (!(d.top_p > 0 && d.top_p <= 1)) fail("{}: top_p {} is outside (0, 1]", path, d.top_p);
+  if (!(d.min_p >= 0 && d.min_p <= 1)) fail("{}: min_p {} is outside [0, 1]", path, d.min_p);
+  if (!(d.repetition_penalty > 0 && d.repetition_penalty <= 2)) fail("{}: repetition_penalty {} is outside (0, 2]", path, d.repetition_penalty);
+  return d;
+}
+
 json error_body(const ApiError& e) {
   return {{"error", {{"message", e.message}, {"type", e.type}, {"param", e.param.empty() ? json() : json(e.param)},
                      {"code", e.status}}}};
@@ -165,7 +264,7 @@ json completion_logprobs_json(const ChoiceDelta& d, const std::vector<std::strin
     lps.push_back(d.logprobs[i]);
     json t = json::object();
     for (auto& [s, lp] : d.top[i]) t[s] = lp;
-    tops.push_back(t);
+    tops.push_back(std::isnan(d.logprobs[i]) ? json() : t);  // an echoed prompt's first token: no score (null)
     offs.push_back(text_offset);
     text_offset += texts[i].size();
   }

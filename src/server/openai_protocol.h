@@ -20,9 +20,15 @@ struct ApiError {
 struct ApiRequest {
   bool chat = false;
   std::string model;
-  std::string prompt_text;              // completions with a text prompt
-  std::vector<int64_t> prompt_ids;      // completions with token ids (range-checked by the caller)
+  struct Prompt {
+    std::string text;           // a text prompt, or
+    std::vector<int64_t> ids;   // token ids (range-checked by the caller)
+    bool is_ids = false;
+  };
+  std::vector<Prompt> prompts;          // completions: one or more (n choices each)
   std::vector<ChatMessage> messages;    // chat
+  nlohmann::json chat_template_kwargs = nlohmann::json::object();
+  bool add_generation_prompt = true;
   int max_tokens = -1;                  // -1: fill the context
   SamplingParams sampling;
   bool seed_given = false;
@@ -32,8 +38,21 @@ struct ApiRequest {
   int logprobs = -1;                    // -1 off; else number of alternatives
 };
 
-// Throws ApiError.
-ApiRequest parse_request(const nlohmann::json& body, bool chat);
+// Sampling defaults of requests that leave a field out: OpenAI's, or the model's
+// generation_config.json (vLLM's --generation-config auto: temperature, top_p, top_k, min_p,
+// repetition_penalty).
+struct SamplingDefaults {
+  double temperature = 1.0, top_p = 1.0, min_p = 0.0, repetition_penalty = 1.0;
+  int top_k = 0;
+};
+// `mode`: auto (model_dir's generation_config.json when present), vllm (OpenAI's), or a folder.
+// Throws eaglet::Error naming the file and field at fault.
+SamplingDefaults sampling_defaults_for(const std::string& mode, const std::string& model_dir);
+
+// Throws ApiError. Every field of the OpenAI schema (and vLLM's extensions) is either honoured,
+// a documented no-op that cannot change the output (user, metadata, store, service_tier), or a 400
+// naming it; so is any other field.
+ApiRequest parse_request(const nlohmann::json& body, bool chat, const SamplingDefaults& defaults = {});
 nlohmann::json error_body(const ApiError& e);
 
 struct ChoiceDelta {

@@ -4,12 +4,14 @@
 
 #include <atomic>
 #include <chrono>
+#include <cmath>
 #include <deque>
 #include <mutex>
 #include <random>
 #include <thread>
 
 #include "core/version.h"
+#include "io/json_config.h"
 #include "server/openai_protocol.h"
 #include "tokenizer/chat_template.h"
 
@@ -33,7 +35,15 @@ struct Event {
   std::vector<TokenLogprob> tokens;
   std::string finish;  // set on the last event of a sequence
   int completion_tokens = 0;
+  bool echo = false;   // the prompt itself (echo), with its tokens' log-probabilities
 };
+
+// Per-position log-probabilities of an echoed prompt: the first token has none (null).
+std::vector<TokenLogprob> echoed_prompt(const std::vector<int>& prompt, std::vector<TokenLogprob> scored) {
+  std::vector<TokenLogprob> out{TokenLogprob{prompt.empty() ? -1 : prompt[0], std::nanf(""), {}}};
+  for (auto& t : scored) out.push_back(std::move(t));
+  return out;
+}
 }  // namespace
 
 bool constant_time_equal(const std::string& given, const std::string& expected) {
@@ -62,9 +72,19 @@ struct OpenAiServer::Impl {
           const char* type = status == 404 ? "NotFoundError" : status < 500 ? "invalid_request_error" : "server_error";
           return to_text(error_body(ApiError{status, msg, type, ""}));
         }) {
-    chat_template = ChatTemplate::from_tokenizer_config(bundle.tokenizer.config());
+    chat_template = opts.chat_template.empty() ? ChatTemplate::from_tokenizer_config(bundle.tokenizer.config())
+                                               : std::make_unique<ChatTemplate>(opts.chat_template);
     routes();
   }
+
+  uint64_t next_seed() {
+    if (!opts.seed) return std::random_device{}() ^ (uint64_t(std::random_device{}()) << 32);
+    uint64_t z = *opts.seed + 0x9e3779b97f4a7c15ull * ++seed_counter;  // splitmix64 over a counter
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+    return z ^ (z >> 31);
+  }
+  std::atomic<uint64_t> seed_counter{0};
 
   static void send_error(http::Responder& out, const ApiError& e) {
     out.send(e.status, "application/json", to_text(error_body(e)));
@@ -89,10 +109,10 @@ struct OpenAiServer::Impl {
     }
   }
 
-  // Token ids of the prompt, refused before tokenizing when the text cannot fit the context.
-  std::vector<int> tokenize(const ApiRequest& r, int max_len) const {
+  // Token ids of one prompt (`p`; null for chat, whose messages go through the template),
+  // refused before tokenizing when the text cannot fit the context.
+  std::vector<int> tokenize(const ApiRequest& r, const ApiRequest::Prompt* p, int max_len, const std::string& param) const {
     const int V = bundle.model->config().vocab;
-    const char* param = r.chat ? "messages" : "prompt";
     auto too_long = [&](const std::string& n) {
       return ApiError{400, fmt::format("This model's maximum context length is {} tokens. However, your request has {} input tokens.",
                                        max_len, n), "invalid_request_error", param};
@@ -100,21 +120,22 @@ struct OpenAiServer::Impl {
     std::string rendered;  // chat: the template's output
     if (r.chat) {
       if (!chat_template)
-        throw ApiError{400, "this model's tokenizer_config.json has no chat_template; use /v1/completions", "invalid_request_error", "messages"};
+        throw ApiError{400, "this model has no chat_template (tokenizer_config.json) and none was given (--chat-template); use /v1/completions",
+                       "invalid_request_error", "messages"};
       try {
-        rendered = chat_template->render(r.messages, true, bundle.tokenizer);
+        rendered = chat_template->render(r.messages, r.add_generation_prompt, bundle.tokenizer, r.chat_template_kwargs);
       } catch (const std::exception& e) {
         throw ApiError{400, std::string("chat template failed: ") + e.what(), "invalid_request_error", "messages"};
       }
     }
     std::vector<int> ids;
-    if (!r.chat && !r.prompt_ids.empty()) {
-      if (r.prompt_ids.size() >= size_t(max_len)) throw too_long(std::to_string(r.prompt_ids.size()));
-      for (int64_t t : r.prompt_ids)
-        if (t < 0 || t >= V) throw ApiError{400, fmt::format("token id {} is outside the vocabulary [0, {})", t, V), "invalid_request_error", "prompt"};
-      ids.assign(r.prompt_ids.begin(), r.prompt_ids.end());
+    if (p && p->is_ids) {
+      if (p->ids.size() >= size_t(max_len)) throw too_long(std::to_string(p->ids.size()));
+      for (int64_t t : p->ids)
+        if (t < 0 || t >= V) throw ApiError{400, fmt::format("token id {} is outside the vocabulary [0, {})", t, V), "invalid_request_error", param};
+      ids.assign(p->ids.begin(), p->ids.end());
     } else {  // the tokenizer only produces ids the model has (load_bundle checks)
-      const std::string& text = r.chat ? rendered : r.prompt_text;
+      const std::string& text = r.chat ? rendered : p->text;
       if (const size_t least = bundle.tokenizer.min_tokens(text.size()); least >= size_t(max_len))
         throw too_long(fmt::format("at least {}", least));
       ids = bundle.tokenizer.encode(text, r.chat ? 0 : -1, true, size_t(max_len));
@@ -123,6 +144,10 @@ struct OpenAiServer::Impl {
     if (ids.empty()) throw ApiError{400, "the prompt is empty", "invalid_request_error", param};
     return ids;
   }
+
+  // /tokenize and /detokenize, as vLLM serves them.
+  void tokenize_route(const http::Request& q, http::Responder& out) const;
+  void detokenize_route(const http::Request& q, http::Responder& out) const;
 
   void generate(const http::Request& hreq, const std::shared_ptr<http::Responder>& out, bool chat);
   void routes();
@@ -135,20 +160,23 @@ namespace {
 // weakly, and the disconnect hook holds it weakly, so nothing forms a cycle.
 class ApiCall : public std::enable_shared_from_this<ApiCall> {
  public:
-  ApiCall(OpenAiServer::Impl& s, ApiRequest r, int prompt_tokens, std::shared_ptr<http::Responder> out)
-      : srv_(s), r_(std::move(r)), prompt_tokens_(prompt_tokens), out_(std::move(out)),
+  // `prompts`: one per prompt of the request; choice p * n + i is sequence i of prompt p.
+  ApiCall(OpenAiServer::Impl& s, ApiRequest r, std::vector<std::vector<int>> prompts, std::shared_ptr<http::Responder> out)
+      : srv_(s), r_(std::move(r)), prompts_(std::move(prompts)), choices_(int(prompts_.size()) * r_.n), out_(std::move(out)),
         id_(random_id(r_.chat ? "chatcmpl" : "cmpl")), created_(int64_t(std::time(nullptr))),
-        acc_(size_t(r_.n)), offsets_(size_t(r_.n), 0) {
+        acc_(size_t(choices_)), offsets_(size_t(choices_), 0) {
+    for (auto& p : prompts_) prompt_tokens_ += int(p.size());
     ++srv_.active_calls;
   }
   ~ApiCall() { --srv_.active_calls; }
 
   // Queues the n sequences; throws ApiError 503 when the scheduler's queue is full.
-  void start(const std::vector<int>& prompt, int max_tokens) {
-    const uint64_t base_seed = r_.seed_given ? r_.sampling.seed : std::random_device{}() ^ (uint64_t(std::random_device{}()) << 32);
+  void start(int max_tokens) {
+    const uint64_t base_seed = r_.seed_given ? r_.sampling.seed : srv_.next_seed();
     std::vector<std::shared_ptr<Request>> reqs;
-    for (int i = 0; i < r_.n; ++i) {
+    for (int i = 0; i < choices_; ++i) {
       auto q = std::make_shared<Request>();
+      const std::vector<int>& prompt = prompts_[size_t(i / r_.n)];
       q->prompt = prompt;
       q->sampling = r_.sampling;
       q->sampling.seed = base_seed + uint64_t(i);
@@ -158,6 +186,12 @@ class ApiCall : public std::enable_shared_from_this<ApiCall> {
       q->stop.ignore_eos = r_.ignore_eos;
       q->top_logprobs = r_.logprobs;
       auto self = shared_from_this();
+      if (r_.echo && r_.logprobs >= 0) {
+        q->prompt_logprobs = r_.logprobs;
+        q->on_prompt_logprobs = [self, i, &prompt](std::vector<TokenLogprob> scored) {
+          self->push({i, "", echoed_prompt(prompt, std::move(scored)), "", 0, true});
+        };
+      }
       q->on_output = [self, i](const std::string& text, const std::vector<TokenLogprob>& toks) { self->push({i, text, toks, "", 0}); };
       q->on_finish = [self, i](const std::string& reason, int n) { self->push({i, "", {}, reason, n}); };
       reqs.push_back(q);
@@ -176,7 +210,7 @@ class ApiCall : public std::enable_shared_from_this<ApiCall> {
       out_->begin_stream("text/event-stream");
       if (r_.chat) {  // the first chunk names the role, as OpenAI's does
         json choices = json::array();
-        for (int i = 0; i < r_.n; ++i)
+        for (int i = 0; i < choices_; ++i)
           choices.push_back({{"index", i}, {"delta", {{"role", "assistant"}, {"content", ""}}}, {"logprobs", nullptr},
                              {"finish_reason", nullptr}});
         out_->write(sse(chunk(choices)));
@@ -227,13 +261,13 @@ class ApiCall : public std::enable_shared_from_this<ApiCall> {
       }
       r_.stream ? stream(e) : collect(e);
     }
-    if (finished_ == r_.n && !done_) finish();
+    if (finished_ == choices_ && !done_) finish();
   }
 
   ChoiceDelta delta_of(const Event& e) const {
     ChoiceDelta d;
     d.index = e.index;
-    d.text = e.text;
+    d.text = e.echo ? srv_.bundle.tokenizer.decode(prompts_[size_t(e.index / r_.n)]) : e.text;
     d.finish_reason = e.finish;
     for (auto& t : e.tokens) {
       d.tokens.push_back(t.token);
@@ -258,6 +292,10 @@ class ApiCall : public std::enable_shared_from_this<ApiCall> {
   static std::string sse(const json& j) { return "data: " + to_text(j) + "\n\n"; }
 
   void stream(const Event& e) {
+    if (r_.echo && r_.logprobs < 0 && !echoed_[size_t(e.index)]) {  // echo without scores: the prompt's text first
+      echoed_[size_t(e.index)] = true;
+      stream(Event{e.index, srv_.bundle.tokenizer.decode(prompts_[size_t(e.index / r_.n)]), {}, "", 0});
+    }
     const ChoiceDelta d = delta_of(e);
     json lp;
     if (r_.logprobs >= 0 && !d.tokens.empty()) {
@@ -275,6 +313,10 @@ class ApiCall : public std::enable_shared_from_this<ApiCall> {
 
   void collect(const Event& e) {
     auto& acc = acc_[size_t(e.index)];
+    if (r_.echo && r_.logprobs < 0 && !echoed_[size_t(e.index)]) {  // echo without scores: the prompt's text first
+      echoed_[size_t(e.index)] = true;
+      acc.text = srv_.bundle.tokenizer.decode(prompts_[size_t(e.index / r_.n)]);
+    }
     const ChoiceDelta d = delta_of(e);
     acc.text += d.text;
     acc.tokens.insert(acc.tokens.end(), d.tokens.begin(), d.tokens.end());
@@ -296,7 +338,7 @@ class ApiCall : public std::enable_shared_from_this<ApiCall> {
       return;
     }
     json choices = json::array();
-    for (int i = 0; i < r_.n; ++i) {
+    for (int i = 0; i < choices_; ++i) {
       auto& c = acc_[size_t(i)];
       const auto tt = token_texts(c.tokens);
       const json lp = r_.logprobs < 0 ? json() : (r_.chat ? chat_logprobs_json(c, tt) : completion_logprobs_json(c, tt, 0));
@@ -313,7 +355,9 @@ class ApiCall : public std::enable_shared_from_this<ApiCall> {
 
   OpenAiServer::Impl& srv_;
   const ApiRequest r_;
-  const int prompt_tokens_;
+  const std::vector<std::vector<int>> prompts_;
+  const int choices_;
+  int prompt_tokens_ = 0;
   const std::shared_ptr<http::Responder> out_;
   const std::string id_;
   const int64_t created_;
@@ -326,6 +370,7 @@ class ApiCall : public std::enable_shared_from_this<ApiCall> {
   bool done_ = false;
   std::vector<ChoiceDelta> acc_;   // non-streaming: each choice so far
   std::vector<size_t> offsets_;    // streaming: text offset of each choice (completion logprobs)
+  std::vector<bool> echoed_ = std::vector<bool>(size_t(choices_), false);
 };
 
 }  // namespace
@@ -334,24 +379,90 @@ void OpenAiServer::Impl::generate(const http::Request& hreq, const std::shared_p
   try {
     if (!authorized(hreq)) throw unauthorized();
     if (draining) throw ApiError{503, "the server is shutting down", "server_error", ""};
-    ApiRequest r = parse_request(parse_body(hreq.body), chat);
+    ApiRequest r = parse_request(parse_body(hreq.body), chat, opts.sampling_defaults);
     if (!r.model.empty() && r.model != opts.served_model_name)
       throw ApiError{404, fmt::format("The model `{}` does not exist.", r.model), "NotFoundError", "model"};
     const int max_len = scheduler.options().max_model_len;
-    const std::vector<int> prompt = tokenize(r, max_len);
-    const int P = int(prompt.size());
+    if (!chat && int(r.prompts.size()) * r.n > 64)
+      throw ApiError{400, fmt::format("{} prompts x n = {} sequences; at most 64 per request", r.prompts.size(), r.n),
+                     "invalid_request_error", "prompt"};
+    for (auto& [id, bias] : r.sampling.logit_bias)
+      if (id >= bundle.model->config().vocab)
+        throw ApiError{400, fmt::format("logit_bias token id {} is outside the vocabulary [0, {})", id, bundle.model->config().vocab),
+                       "invalid_request_error", "logit_bias"};
+    std::vector<std::vector<int>> prompts;
+    if (chat) prompts.push_back(tokenize(r, nullptr, max_len, "messages"));
+    for (size_t i = 0; i < r.prompts.size(); ++i)
+      prompts.push_back(tokenize(r, &r.prompts[i], max_len, r.prompts.size() > 1 ? fmt::format("prompt[{}]", i) : "prompt"));
+    size_t longest = 0;
+    for (auto& p : prompts) longest = std::max(longest, p.size());
+    const int P = int(longest);
     const int max_tokens = r.max_tokens < 0 ? max_len - P : r.max_tokens;
     if (int64_t(P) + max_tokens > max_len)
       throw ApiError{400, fmt::format("This model's maximum context length is {} tokens. However, you requested {} tokens "
                                       "({} in the input, {} in the completion).", max_len, int64_t(P) + max_tokens, P, max_tokens),
                      "invalid_request_error", chat ? "max_completion_tokens" : "max_tokens"};
-    auto call = std::make_shared<ApiCall>(*this, std::move(r), P, out);
-    call->start(prompt, max_tokens);
+    auto call = std::make_shared<ApiCall>(*this, std::move(r), std::move(prompts), out);
+    call->start(max_tokens);
   } catch (const ApiError& e) {
     send_error(*out, e);
   } catch (const std::exception& e) {
     spdlog::error("request failed: {}", e.what());
     send_error(*out, ApiError{500, e.what(), "server_error", ""});
+  }
+}
+
+// vLLM's /tokenize: {"prompt": text} or {"messages": [...]} (with add_generation_prompt) ->
+// {"tokens", "count", "max_model_len"}; add_special_tokens (default true) adds the BOS as
+// /v1/completions does.
+void OpenAiServer::Impl::tokenize_route(const http::Request& q, http::Responder& out) const {
+  try {
+    if (!authorized(q)) throw unauthorized();
+    const json b = parse_body(q.body);
+    if (!b.is_object()) throw ApiError{400, "request body must be a JSON object", "invalid_request_error", ""};
+    for (auto& [k, v] : b.items())
+      if (k != "model" && k != "prompt" && k != "messages" && k != "add_special_tokens" && k != "add_generation_prompt" &&
+          k != "chat_template_kwargs")
+        throw ApiError{400, fmt::format("'{}' is not supported by /tokenize", k), "invalid_request_error", k};
+    const bool chat = b.contains("messages");
+    if (chat == b.contains("prompt"))
+      throw ApiError{400, "give exactly one of 'prompt' and 'messages'", "invalid_request_error", chat ? "messages" : "prompt"};
+    json req = b;
+    req.erase("add_special_tokens");
+    if (!chat && !req["prompt"].is_string()) throw ApiError{400, "'prompt' must be a string", "invalid_request_error", "prompt"};
+    const ApiRequest r = parse_request(req, chat);
+    const int max_len = scheduler.options().max_model_len;
+    std::vector<int> ids;
+    if (chat) {
+      ids = tokenize(r, nullptr, max_len, "messages");
+    } else {
+      const bool special = b.value("add_special_tokens", true);
+      ids = bundle.tokenizer.encode(r.prompts[0].text, special ? -1 : 0, true, size_t(max_len) + 1);
+    }
+    out.send(200, "application/json", to_text({{"tokens", ids}, {"count", ids.size()}, {"max_model_len", max_len}}));
+  } catch (const ApiError& e) {
+    send_error(out, e);
+  }
+}
+
+// vLLM's /detokenize: {"tokens": [ids]} -> {"prompt": text}.
+void OpenAiServer::Impl::detokenize_route(const http::Request& q, http::Responder& out) const {
+  try {
+    if (!authorized(q)) throw unauthorized();
+    const json b = parse_body(q.body);
+    if (!b.is_object() || !b.contains("tokens") || !b["tokens"].is_array())
+      throw ApiError{400, "'tokens' must be a list of token ids", "invalid_request_error", "tokens"};
+    const int V = bundle.model->config().vocab;
+    std::vector<int> ids;
+    for (auto& t : b["tokens"]) {
+      int64_t id;
+      if (!json_int64(t, &id) || id < 0 || id >= V)
+        throw ApiError{400, fmt::format("token id {} is not in the vocabulary [0, {})", json_brief(t), V), "invalid_request_error", "tokens"};
+      ids.push_back(int(id));
+    }
+    out.send(200, "application/json", to_text({{"prompt", bundle.tokenizer.decode(ids)}}));
+  } catch (const ApiError& e) {
+    send_error(out, e);
   }
 }
 
@@ -375,6 +486,8 @@ void OpenAiServer::Impl::routes() {
   transport.route("GET", "/version", [](const http::Request&, std::shared_ptr<http::Responder> s) {
     s->send(200, "application/json", to_text({{"version", kVersion}}));
   });
+  transport.route("POST", "/tokenize", [this](const http::Request& q, std::shared_ptr<http::Responder> s) { tokenize_route(q, *s); });
+  transport.route("POST", "/detokenize", [this](const http::Request& q, std::shared_ptr<http::Responder> s) { detokenize_route(q, *s); });
   transport.route("GET", "/metrics", [this](const http::Request& q, std::shared_ptr<http::Responder> s) {
     if (!opts.metrics_public && !authorized(q)) return send_error(*s, unauthorized());
     s->send(200, "text/plain; version=0.0.4", metrics.render(opts.served_model_name));

@@ -1,17 +1,20 @@
-// `eaglet serve`'s OpenAI routes (/v1/completions, /v1/chat/completions, /v1/models), /health and
-// /metrics over the HTTP layer (server/http_transport.h). A request is checked before any work
+// `eaglet serve`'s OpenAI routes (/v1/completions, /v1/chat/completions, /v1/models), vLLM's
+// /tokenize, /detokenize, /ping and /version, /health and /metrics over the HTTP layer (server/http_transport.h). A request is checked before any work
 // (body size, JSON nesting, a lower bound on its prompt length), tokenized, handed to the
 // scheduler, and answered from the scheduler's events: streamed as SSE chunks or collected into
 // one response. A client that goes away cancels its sequences, streaming or not; shutdown drains
 // for a bounded time and ends every remaining stream with an "abort" chunk and [DONE].
 #pragma once
+#include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 
 #include "engine/model_bundle.h"
 #include "runtime/scheduler.h"
 #include "runtime/serving_metrics.h"
 #include "server/http_transport.h"
+#include "server/openai_protocol.h"
 
 namespace eaglet {
 
@@ -24,6 +27,12 @@ struct ServerOptions {
   http::Limits limits;          // body and header size, deadlines, connections
   int max_json_depth = 64;      // nesting of the request body
   double drain_timeout_s = 10;  // on shutdown, how long running requests may still finish
+  // --seed: requests without a seed draw from a stream seeded by it (reproducible runs, as vLLM's
+  // --seed); unset: from std::random_device.
+  std::optional<uint64_t> seed;
+  // --chat-template: a template replacing the tokenizer's (file contents or the template itself).
+  std::string chat_template;
+  SamplingDefaults sampling_defaults;  // --generation-config
 };
 
 class OpenAiServer {

@@ -1,5 +1,7 @@
 #include "speculation/spec_setup.h"
 
+#include "io/hf_cache.h"
+
 #include <algorithm>
 #include <nlohmann/json.hpp>
 
@@ -103,7 +105,7 @@ SpecSetup::SpecSetup(const SpecOptions& opts, const Model& target) : opts_(opts)
   policy_ = parse_draft_shape(shape, k >= 0 ? k : 3);
   if (entry && entry->needs_draft) {
     EAGLET_CHECK(!opts.draft_dir.empty(), "--spec-method {} needs --draft DIR", method_);
-    draft_ = Eagle3Draft::load(opts.draft_dir, target,
+    draft_ = Eagle3Draft::load(resolve_model_path(opts.draft_dir), target,
                                opts.aux_numbering == "output" ? AuxNumbering::Output : AuxNumbering::Input);
   }
   // Chain-only proposers (n-gram) and targets without tree attention (MiniMax MSA) draft chains.

@@ -14,13 +14,15 @@ Verdict verify_tree(const float* logits, int vocab, const DraftTree& tree, Sampl
     const float* row = logits + size_t(node + 1) * size_t(vocab);
     const auto& kids = children[size_t(node + 1)];
     int chosen = -1;
+    // No children: the target's own draw, through the sampler (and its penalties, which only
+    // sequences without drafts have: EngineCore never drafts for them).
+    if (kids.empty()) { v.next = sampler.sample(row, vocab); return v; }
     if (sp.greedy()) {
       const int t = argmax(row, vocab);
       for (int c : kids)
         if (tree.tokens[size_t(c)] == t) { chosen = c; break; }
       if (chosen < 0) { v.next = t; return v; }
     } else {
-      if (kids.empty()) { v.next = sampler.sample(row, vocab); return v; }
       target_probs(row, vocab, sp, &r);
       double mass = 1.0;
       for (int c : kids) {

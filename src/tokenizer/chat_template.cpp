@@ -30,8 +30,11 @@ std::string ChatTemplate::render(const nlohmann::json& context) const {
   return impl_->tmpl.render(globals);
 }
 
-std::string ChatTemplate::render(const std::vector<ChatMessage>& messages, bool add_generation_prompt, const Tokenizer& tok) const {
-  nlohmann::json msgs = nlohmann::json::array();
+std::string ChatTemplate::render(const std::vector<ChatMessage>& messages, bool add_generation_prompt, const Tokenizer& tok,
+                                 const nlohmann::json& extra) const {
+  // Ordered as a client sends them (role, then content): templates that print a message with
+  // tojson or loop over its items() see Python's order.
+  nlohmann::ordered_json msgs = nlohmann::ordered_json::array();
   for (auto& m : messages) msgs.push_back({{"role", m.role}, {"content", m.content}});
   auto text_of = [&](const char* key) -> std::string {
     const auto& c = tok.config();
@@ -40,8 +43,14 @@ std::string ChatTemplate::render(const std::vector<ChatMessage>& messages, bool 
     if (c[key].is_object()) return c[key].value("content", "");
     return "";
   };
-  return render({{"messages", msgs}, {"add_generation_prompt", add_generation_prompt}, {"bos_token", text_of("bos_token")},
-                 {"eos_token", text_of("eos_token")}});
+  jinja::Dict globals;
+  if (extra.is_object())
+    for (auto& [k, v] : extra.items()) globals[k] = jinja::Value::from_json(v);
+  globals["messages"] = jinja::Value::from_json(msgs);
+  globals["add_generation_prompt"] = jinja::Value(add_generation_prompt);
+  globals["bos_token"] = jinja::Value(text_of("bos_token"));
+  globals["eos_token"] = jinja::Value(text_of("eos_token"));
+  return impl_->tmpl.render(globals);
 }
 
 }  // namespace eaglet

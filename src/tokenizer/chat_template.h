@@ -25,7 +25,9 @@ class ChatTemplate {
   static std::unique_ptr<ChatTemplate> from_tokenizer_config(const nlohmann::json& config);
   // Renders with `messages`, `add_generation_prompt`, `bos_token`, `eos_token` and `extra` vars.
   std::string render(const nlohmann::json& context) const;
-  std::string render(const std::vector<ChatMessage>& messages, bool add_generation_prompt, const Tokenizer& tok) const;
+  // `extra`: more variables (a request's chat_template_kwargs, e.g. Qwen3's enable_thinking).
+  std::string render(const std::vector<ChatMessage>& messages, bool add_generation_prompt, const Tokenizer& tok,
+                     const nlohmann::json& extra = nlohmann::json::object()) const;
 
  private:
   struct Impl;

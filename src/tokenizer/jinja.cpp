@@ -1,75 +1,26 @@
 #include "tokenizer/jinja.h"
 #include "tokenizer/jinja_builtins.h"
+#include "tokenizer/jinja_lexer.h"
 
 #include <algorithm>
 #include <cerrno>
 #include <cmath>
 #include <cstdlib>
 #include <functional>
+#include <map>
 
 #include "core/error.h"
 
 namespace eaglet::jinja {
 
-// ---- lexer --------------------------------------------------------------------------------
-
-namespace {
-struct Tok {
-  enum Kind { Name, Str, Int, Float, Op, End } kind;
-  std::string text;
-};
-
-std::vector<Tok> lex_expr(const std::string& s) {
-  std::vector<Tok> out;
-  size_t i = 0;
-  while (i < s.size()) {
-    const char c = s[i];
-    if (std::isspace(static_cast<unsigned char>(c))) { ++i; continue; }
-    if (std::isalpha(static_cast<unsigned char>(c)) || c == '_') {
-      size_t j = i;
-      while (j < s.size() && (std::isalnum(static_cast<unsigned char>(s[j])) || s[j] == '_')) ++j;
-      out.push_back({Tok::Name, s.substr(i, j - i)});
-      i = j;
-    } else if (std::isdigit(static_cast<unsigned char>(c))) {
-      size_t j = i;
-      bool flt = false;
-      while (j < s.size() && (std::isdigit(static_cast<unsigned char>(s[j])) || (s[j] == '.' && !flt))) flt |= s[j++] == '.';
-      out.push_back({flt ? Tok::Float : Tok::Int, s.substr(i, j - i)});
-      i = j;
-    } else if (c == '\'' || c == '"') {
-      std::string v;
-      size_t j = i + 1;
-      for (; j < s.size() && s[j] != c; ++j) {
-        if (s[j] == '\\' && j + 1 < s.size()) {
-          const char e = s[++j];
-          v += e == 'n' ? '\n' : e == 't' ? '\t' : e == 'r' ? '\r' : e;
-        } else {
-          v += s[j];
-        }
-      }
-      if (j >= s.size()) fail("chat template: unterminated string");
-      out.push_back({Tok::Str, v});
-      i = j + 1;
-    } else {
-      static const char* two[] = {"==", "!=", "<=", ">=", "//", "**"};
-      std::string op(1, c);
-      for (auto t : two)
-        if (s.compare(i, 2, t) == 0) op = t;
-      out.push_back({Tok::Op, op});
-      i += op.size();
-    }
-  }
-  out.push_back({Tok::End, ""});
-  if (out.size() > kMaxTokens) fail("chat template: an expression of {} tokens is over the {}-token limit", out.size(), kMaxTokens);
-  return out;
-}
-}  // namespace
-
 // ---- expressions --------------------------------------------------------------------------
 
 struct Scope {
   std::vector<Dict> frames;
+  // Macros defined so far ({% macro %} registers itself when rendered, as Jinja defines it then).
+  std::map<std::string, std::function<Value(Scope&, const std::vector<Value>&, const Kwargs&)>> macros;
   int64_t steps = 0;
+  int call_depth = 0;  // macro calls in progress (a macro calling itself must end)
   void tick() {
     if (++steps > kMaxSteps) fail("chat template: rendering took more than {} steps", kMaxSteps);
   }
@@ -97,7 +48,12 @@ struct Lit : Expr {
 struct Var : Expr {
   std::string name;
   explicit Var(std::string n) : name(std::move(n)) {}
-  Value eval(Scope& s) const override { return s.get(name); }
+  Value eval(Scope& s) const override {
+    Value v = s.get(name);
+    // Functions are defined names too (`strftime_now is defined` picks Llama 3.x's date line).
+    if (v.is_undefined() && (is_builtin_function(name) || s.macros.count(name))) return Value("<function " + name + ">");
+    return v;
+  }
 };
 struct ListLit : Expr {
   std::vector<ExprP> items;
@@ -166,9 +122,11 @@ struct Call : Expr {
     std::vector<Value> a;
     for (auto& e : args) a.push_back(e->eval(s));
     if (auto* m = dynamic_cast<const Attr*>(callee.get())) return checked(call_method(m->base->eval(s), m->name, a));
-    std::vector<std::pair<std::string, Value>> kw;
+    Kwargs kw;
     for (auto& [k, e] : kwargs) kw.emplace_back(k, e->eval(s));
     const auto* var = dynamic_cast<const Var*>(callee.get());
+    if (var)
+      if (auto m = s.macros.find(var->name); m != s.macros.end()) return checked(m->second(s, a, kw));
     return checked(call_function(var ? var->name : "", a, kw));
   }
 };
@@ -270,18 +228,24 @@ struct Filter : Expr {
   ExprP base;
   std::string name;
   std::vector<ExprP> args;
+  std::vector<std::pair<std::string, ExprP>> kwargs;
   Value eval(Scope& s) const override {
     std::vector<Value> a;
     for (auto& e : args) a.push_back(e->eval(s));
-    return checked(apply_filter(name, base->eval(s), a));
+    Kwargs kw;
+    for (auto& [k, e] : kwargs) kw.emplace_back(k, e->eval(s));
+    return checked(apply_filter(name, base->eval(s), a, kw));
   }
 };
 struct Test : Expr {
   ExprP base;
   std::string name;
+  std::vector<ExprP> args;
   bool negate = false;
   Value eval(Scope& s) const override {
-    const bool r = apply_test(name, base->eval(s));
+    std::vector<Value> a;
+    for (auto& e : args) a.push_back(e->eval(s));
+    const bool r = apply_test(name, base->eval(s), a);
     return Value(negate ? !r : r);
   }
 };
@@ -413,12 +377,7 @@ class Parser {
       auto f = std::make_unique<Filter>();
       f->base = std::move(e);
       f->name = name();
-      if (accept("(")) {
-        while (!accept(")")) {
-          f->args.push_back(expr());
-          accept(",");
-        }
-      }
+      if (accept("(")) arguments(&f->args, &f->kwargs);
       e = std::move(f);
     }
     if (accept("is")) {
@@ -426,6 +385,12 @@ class Parser {
       t->base = std::move(e);
       t->negate = accept("not");
       t->name = name();
+      // `is divisibleby(3)`, or Jinja's bare argument (`is sameas false`, `is in ['a']`): what
+      // can start a primary, except the words that continue the expression instead.
+      if (accept("(")) arguments(&t->args, nullptr);
+      else if (peek().kind == Tok::Str || peek().kind == Tok::Int || peek().kind == Tok::Float || is("[") || is("{") ||
+               (peek().kind == Tok::Name && !is("else") && !is("or") && !is("and")))
+        t->args.push_back(primary());
       e = std::move(t);
     }
     return e;
@@ -461,20 +426,24 @@ class Parser {
       } else if (accept("(")) {
         auto c = std::make_unique<Call>();
         c->callee = std::move(e);
-        while (!accept(")")) {
-          if (peek().kind == Tok::Name && is("=", 1)) {
-            std::string k = name();
-            expect("=");
-            c->kwargs.emplace_back(k, expr());
-          } else {
-            c->args.push_back(expr());
-          }
-          accept(",");
-        }
+        arguments(&c->args, &c->kwargs);
         e = std::move(c);
       } else {
         return e;
       }
+    }
+  }
+  // After "(": positional and name=value arguments up to ")" (kwargs null: positional only).
+  void arguments(std::vector<ExprP>* args, std::vector<std::pair<std::string, ExprP>>* kwargs) {
+    while (!accept(")")) {
+      if (kwargs && peek().kind == Tok::Name && is("=", 1)) {
+        std::string k = name();
+        expect("=");
+        kwargs->emplace_back(k, expr());
+      } else {
+        args->push_back(expr());
+      }
+      if (!is(")")) expect(",");
     }
   }
   ExprP primary() {
@@ -637,58 +606,30 @@ struct ForNode : Node {
   }
 };
 
-struct Segment {
-  enum Kind { Text, Output, Stmt } kind;
-  std::string text;
-};
-
-// Splits the source into text, {{ }} and {% %} segments, applying whitespace control and
-// Hugging Face's trim_blocks / lstrip_blocks.
-std::vector<Segment> segment(const std::string& src) {
-  std::vector<Segment> out;
-  size_t i = 0;
-  bool strip_next = false, after_block = false;
-  while (i < src.size()) {
-    size_t open = src.find('{', i);
-    while (open != std::string::npos && open + 1 < src.size() && src[open + 1] != '{' && src[open + 1] != '%' && src[open + 1] != '#')
-      open = src.find('{', open + 1);
-    std::string text = src.substr(i, open == std::string::npos ? std::string::npos : open - i);
-    if (after_block && !text.empty() && text[0] == '\n') text.erase(0, 1);  // trim_blocks
-    if (strip_next) text = strip_chars(text, "", true, false);
-    after_block = strip_next = false;
-    if (open == std::string::npos || open + 1 >= src.size()) {
-      out.push_back({Segment::Text, text});
-      break;
-    }
-    const char kind = src[open + 1];
-    const bool strip_before = open + 2 < src.size() && src[open + 2] == '-';
-    if (strip_before) text = strip_chars(text, "", false, true);
-    else if (kind == '%' || kind == '#') {  // lstrip_blocks: drop indentation before a block tag
-      const size_t nl = text.find_last_of('\n');
-      const std::string tail = text.substr(nl == std::string::npos ? 0 : nl + 1);
-      if (tail.find_first_not_of(" \t") == std::string::npos) text.erase(text.size() - tail.size());
-    }
-    out.push_back({Segment::Text, text});
-    const std::string close = kind == '{' ? "}}" : kind == '%' ? "%}" : "#}";
-    const size_t end = src.find(close, open + 2);
-    if (end == std::string::npos) fail("chat template: unclosed '{}{}'", '{', kind);
-    size_t body_start = open + 2 + (strip_before ? 1 : 0), body_end = end;
-    if (body_end > body_start && src[body_end - 1] == '-') {
-      strip_next = true;
-      --body_end;
-    }
-    const std::string body = src.substr(body_start, body_end - body_start);
-    if (kind == '{') out.push_back({Segment::Output, body});
-    else if (kind == '%') {
-      out.push_back({Segment::Stmt, body});
-      after_block = true;
-    } else {
-      after_block = true;
-    }
-    i = end + 2;
+// {% macro name(a, b=default) %}...{% endmacro %}: rendering the definition registers it; a call
+// renders the body in a frame holding the arguments and returns the text.
+struct MacroNode : Node {
+  std::string name;
+  std::vector<std::pair<std::string, ExprP>> params;  // default null: required
+  Body body;
+  void render(Scope& s, std::string&) const override {
+    s.macros[name] = [this](Scope& sc, const std::vector<Value>& args, const Kwargs& kwargs) {
+      if (args.size() > params.size()) fail("chat template: macro '{}' takes {} arguments, got {}", name, params.size(), args.size());
+      Dict frame;
+      for (size_t i = 0; i < params.size(); ++i) {
+        const auto& [p, def] = params[i];
+        auto kw = std::find_if(kwargs.begin(), kwargs.end(), [&](auto& kv) { return kv.first == p; });
+        frame[p] = i < args.size() ? args[i] : kw != kwargs.end() ? kw->second : def ? def->eval(sc) : Value();
+      }
+      Nest nest(sc.call_depth);
+      sc.frames.push_back(std::move(frame));
+      std::string out;
+      render_body(body, sc, out);
+      sc.frames.pop_back();
+      return Value(out);
+    };
   }
-  return out;
-}
+};
 
 class StatementParser {
  public:
@@ -763,6 +704,19 @@ class StatementParser {
           if (pos_ >= s_.size()) fail("chat template: missing endfor");
           ++pos_;
         }
+        body.push_back(std::move(n));
+      } else if (kw == "macro") {
+        auto n = std::make_unique<MacroNode>();
+        n->name = p.name();
+        p.expect("(");
+        while (!p.accept(")")) {
+          std::string param = p.name();
+          n->params.emplace_back(param, p.accept("=") ? p.expr() : nullptr);
+          if (!p.is(")")) p.expect(",");
+        }
+        n->body = parse_until({"endmacro"});
+        if (pos_ >= s_.size()) fail("chat template: missing endmacro");
+        ++pos_;
         body.push_back(std::move(n));
       } else if (kw == "set") {
         auto n = std::make_unique<SetNode>();

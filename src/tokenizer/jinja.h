@@ -11,7 +11,8 @@ namespace eaglet::jinja {
 
 struct Value;
 using List = std::vector<Value>;
-using Dict = std::map<std::string, Value>;
+// Insertion-ordered, as Python's dicts: items(), tojson and loops see keys in the order they came.
+using Dict = nlohmann::ordered_map<std::string, Value>;
 struct Undefined {};
 
 struct Value {
@@ -20,6 +21,7 @@ struct Value {
   template <typename T>
   Value(T x) : v(std::move(x)) {}
   static Value from_json(const nlohmann::json& j);
+  static Value from_json(const nlohmann::ordered_json& j);
   bool truthy() const;
   std::string str() const;
   bool is_undefined() const { return std::holds_alternative<Undefined>(v); }

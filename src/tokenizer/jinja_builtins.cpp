@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <ctime>
 
 #include "core/error.h"
 
@@ -9,21 +10,27 @@ namespace eaglet::jinja {
 
 // ---- values -------------------------------------------------------------------------------
 
-Value Value::from_json(const nlohmann::json& j) {
+namespace {
+template <typename Json>
+Value value_of(const Json& j) {
   if (j.is_null()) return Value(nullptr);
-  if (j.is_boolean()) return Value(j.get<bool>());
-  if (j.is_number_integer()) return Value(j.get<int64_t>());
-  if (j.is_number()) return Value(j.get<double>());
-  if (j.is_string()) return Value(j.get<std::string>());
+  if (j.is_boolean()) return Value(j.template get<bool>());
+  if (j.is_number_integer()) return Value(j.template get<int64_t>());
+  if (j.is_number()) return Value(j.template get<double>());
+  if (j.is_string()) return Value(j.template get<std::string>());
   if (j.is_array()) {
     auto l = std::make_shared<List>();
-    for (auto& e : j) l->push_back(from_json(e));
+    for (auto& e : j) l->push_back(value_of(e));
     return Value(l);
   }
   auto d = std::make_shared<Dict>();
-  for (auto& [k, e] : j.items()) (*d)[k] = from_json(e);
+  for (auto& [k, e] : j.items()) (*d)[k] = value_of(e);
   return Value(d);
 }
+}  // namespace
+
+Value Value::from_json(const nlohmann::json& j) { return value_of(j); }
+Value Value::from_json(const nlohmann::ordered_json& j) { return value_of(j); }
 
 bool Value::truthy() const {
   return std::visit(
@@ -62,9 +69,14 @@ int64_t checked_arith(char op, int64_t x, int64_t y) {
 }
 
 namespace {
-std::string to_json(const Value& v, int depth) {
+// Python's json.dumps layout: ", " and ": " on one line, or with `indent` >= 0 one item per line
+// ("," then a newline and the indentation), empty containers as [] and {}.
+std::string to_json(const Value& v, int depth, int indent) {
   // A namespace can be made to hold itself; never follow such a cycle (or any deep nesting) far.
   if (depth > kMaxNesting) fail("chat template: a value nests deeper than {} levels", kMaxNesting);
+  const std::string sep = indent < 0 ? ", " : ",\n" + std::string(size_t(indent) * size_t(depth + 1), ' ');
+  const std::string open_pad = indent < 0 ? "" : "\n" + std::string(size_t(indent) * size_t(depth + 1), ' ');
+  const std::string close_pad = indent < 0 ? "" : "\n" + std::string(size_t(indent) * size_t(depth), ' ');
   return std::visit(
       [&](auto&& x) -> std::string {
         using T = std::decay_t<decltype(x)>;
@@ -74,24 +86,26 @@ std::string to_json(const Value& v, int depth) {
         else if constexpr (std::is_same_v<T, double>) return nlohmann::json(x).dump();
         else if constexpr (std::is_same_v<T, std::string>) return json_string(x);
         else if constexpr (std::is_same_v<T, std::shared_ptr<List>>) {
-          std::string s = "[";
-          for (size_t i = 0; i < x->size(); ++i) s += (i ? ", " : "") + to_json((*x)[i], depth + 1);
-          return s + "]";
+          if (x->empty()) return "[]";
+          std::string s = "[" + open_pad;
+          for (size_t i = 0; i < x->size(); ++i) s += (i ? sep : "") + to_json((*x)[i], depth + 1, indent);
+          return s + close_pad + "]";
         } else {
-          std::string s = "{";
+          if (x->empty()) return "{}";
+          std::string s = "{" + open_pad;
           bool first = true;
           for (auto& [k, e] : *x) {
-            s += (first ? "" : ", ") + json_string(k) + ": " + to_json(e, depth + 1);
+            s += (first ? "" : sep) + json_string(k) + ": " + to_json(e, depth + 1, indent);
             first = false;
           }
-          return s + "}";
+          return s + close_pad + "}";
         }
       },
       v.v);
 }
 }  // namespace
 
-std::string to_json(const Value& v) { return to_json(v, 0); }
+std::string to_json(const Value& v, int indent) { return to_json(v, 0, indent); }
 
 bool reaches(const Value& v, const Dict* d, int depth) {
   if (depth > kMaxNesting) fail("chat template: a value nests deeper than {} levels", kMaxNesting);
@@ -106,6 +120,40 @@ bool reaches(const Value& v, const Dict* d, int depth) {
   return false;
 }
 
+namespace {
+// How Python prints a container: repr() of its items ('single-quoted' strings, None, True).
+std::string python_repr(const Value& v, int depth) {
+  if (depth > kMaxNesting) fail("chat template: a value nests deeper than {} levels", kMaxNesting);
+  if (auto s = std::get_if<std::string>(&v.v)) {
+    const char q = s->find('\'') != std::string::npos && s->find('"') == std::string::npos ? '"' : '\'';
+    std::string out(1, q);
+    for (char c : *s) {
+      if (c == q || c == '\\') out += '\\', out += c;
+      else if (c == '\n') out += "\\n";
+      else if (c == '\t') out += "\\t";
+      else if (c == '\r') out += "\\r";
+      else out += c;
+    }
+    return out + q;
+  }
+  if (auto l = std::get_if<std::shared_ptr<List>>(&v.v)) {
+    std::string out = "[";
+    for (size_t i = 0; i < (*l)->size(); ++i) out += (i ? ", " : "") + python_repr((**l)[i], depth + 1);
+    return out + "]";
+  }
+  if (auto d = std::get_if<std::shared_ptr<Dict>>(&v.v)) {
+    std::string out = "{";
+    bool first = true;
+    for (auto& [k, e] : **d) {
+      out += (first ? "" : ", ") + python_repr(Value(k), depth + 1) + ": " + python_repr(e, depth + 1);
+      first = false;
+    }
+    return out + "}";
+  }
+  return v.str();
+}
+}  // namespace
+
 std::string Value::str() const {
   return std::visit(
       [&](auto&& x) -> std::string {
@@ -118,7 +166,7 @@ std::string Value::str() const {
           std::string s = nlohmann::json(x).dump();
           return s.find('.') == std::string::npos && s.find('e') == std::string::npos ? s + ".0" : s;
         } else if constexpr (std::is_same_v<T, std::string>) return x;
-        else return to_json(*this);
+        else return python_repr(*this, 0);
       },
       v);
 }
@@ -248,6 +296,10 @@ Value call_method(const Value& self, const std::string& n, const std::vector<Val
   fail("chat template: unknown method '{}'", n);
 }
 
+bool is_builtin_function(const std::string& name) {
+  return name == "namespace" || name == "range" || name == "raise_exception" || name == "strftime_now";
+}
+
 Value call_function(const std::string& fn, const std::vector<Value>& a,
                     const std::vector<std::pair<std::string, Value>>& kwargs) {
   auto arg = [&](size_t i) { return i < a.size() ? a[i] : Value(); };
@@ -265,50 +317,15 @@ Value call_function(const std::string& fn, const std::vector<Value>& a,
     return Value(l);
   }
   if (fn == "raise_exception") fail("chat template: {}", arg(0).str());
+  if (fn == "strftime_now") {  // Hugging Face's helper (Llama 3.x, Mistral, gpt-oss date lines)
+    const std::time_t now = std::time(nullptr);
+    std::tm tm{};
+    localtime_r(&now, &tm);
+    char buf[256];
+    const size_t n = std::strftime(buf, sizeof buf, arg(0).str().c_str(), &tm);
+    return Value(std::string(buf, n));
+  }
   fail("chat template: unknown function '{}'", fn);
-}
-
-Value apply_filter(const std::string& name, const Value& v, const std::vector<Value>& args) {
-  if (name == "trim") return Value(strip_chars(v.str(), "", true, true));
-  if (name == "length" || name == "count") return Value(int64_t(length(v)));
-  if (name == "tojson") return Value(to_json(v));
-  if (name == "string") return Value(v.str());
-  if (name == "upper" || name == "lower") {
-    std::string o = v.str();
-    for (auto& ch : o) ch = char(name == "upper" ? std::toupper(static_cast<unsigned char>(ch)) : std::tolower(static_cast<unsigned char>(ch)));
-    return Value(o);
-  }
-  if (name == "default" || name == "d") return v.is_undefined() ? (args.empty() ? Value("") : args[0]) : v;
-  if (name == "first" || name == "last") {
-    auto l = std::get_if<std::shared_ptr<List>>(&v.v);
-    if (!l || (*l)->empty()) return Value();
-    return name == "first" ? (*l)->front() : (*l)->back();
-  }
-  if (name == "join") {
-    auto l = std::get_if<std::shared_ptr<List>>(&v.v);
-    std::string sep = args.empty() ? "" : args[0].str(), o;
-    if (l)
-      for (size_t i = 0; i < (*l)->size(); ++i) o += (i ? sep : "") + (**l)[i].str();
-    return Value(o);
-  }
-  if (name == "int") return Value(std::holds_alternative<std::string>(v.v) ? int64_t(std::atoll(v.str().c_str())) : as_int(v));
-  if (name == "list") return v;
-  fail("chat template: unknown filter '{}'", name);
-}
-
-bool apply_test(const std::string& name, const Value& v) {
-  if (name == "defined") return !v.is_undefined();
-  else if (name == "undefined") return v.is_undefined();
-  else if (name == "none") return std::holds_alternative<std::nullptr_t>(v.v);
-  else if (name == "string") return std::holds_alternative<std::string>(v.v);
-  else if (name == "number") return is_num(v);
-  else if (name == "boolean") return std::holds_alternative<bool>(v.v);
-  else if (name == "true") return std::holds_alternative<bool>(v.v) && std::get<bool>(v.v);
-  else if (name == "false") return std::holds_alternative<bool>(v.v) && !std::get<bool>(v.v);
-  else if (name == "mapping") return std::holds_alternative<std::shared_ptr<Dict>>(v.v);
-  else if (name == "sequence" || name == "iterable")
-    return std::holds_alternative<std::shared_ptr<List>>(v.v) || std::holds_alternative<std::string>(v.v);
-  fail("chat template: unknown test '{}'", name);
 }
 
 }  // namespace eaglet::jinja

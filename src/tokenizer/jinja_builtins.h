@@ -24,8 +24,8 @@ int64_t checked_arith(char op, int64_t x, int64_t y);
 // Whether `v` is or contains the dict `d` (a namespace must not come to hold itself).
 bool reaches(const Value& v, const Dict* d, int depth = 0);
 
-// Python's json.dumps(x, ensure_ascii=False) layout: ", " and ": " separators.
-std::string to_json(const Value& v);
+// Python's json.dumps(x, ensure_ascii=False[, indent=N]) layout.
+std::string to_json(const Value& v, int indent = -1);
 int64_t as_int(const Value& v);
 bool is_num(const Value& v);
 double as_double(const Value& v);
@@ -35,9 +35,13 @@ std::string strip_chars(std::string s, const std::string& chars, bool left, bool
 Value subscript(const Value& base, const Value& key);
 
 Value call_method(const Value& self, const std::string& name, const std::vector<Value>& a);
+bool is_builtin_function(const std::string& name);
 Value call_function(const std::string& fn, const std::vector<Value>& a,
                     const std::vector<std::pair<std::string, Value>>& kwargs);
-Value apply_filter(const std::string& name, const Value& v, const std::vector<Value>& args);
-bool apply_test(const std::string& name, const Value& v);
+using Kwargs = std::vector<std::pair<std::string, Value>>;
+// Filters and tests (jinja_filters.cpp). Filters that apply a test (select, selectattr, ...) name
+// it as their argument, as Jinja's do.
+Value apply_filter(const std::string& name, const Value& v, const std::vector<Value>& args, const Kwargs& kwargs = {});
+bool apply_test(const std::string& name, const Value& v, const std::vector<Value>& args = {});
 
 }  // namespace eaglet::jinja

@@ -46,6 +46,18 @@ assert.equal(lp.choices[0].logprobs.tokens.length, 4);
 assert.ok(lp.choices[0].logprobs.token_logprobs.every(x => x <= 0));
 
 // Errors surface as the SDK's typed errors.
+// lm-evaluation-harness's loglikelihood request: echo + logprobs + max_tokens 0 scores the prompt.
+const ll = await client.completions.create({ model, prompt: 'Once upon a time there was', max_tokens: 0, echo: true, logprobs: 1, temperature: 0 });
+assert.equal(ll.choices[0].logprobs.token_logprobs[0], null);
+assert.ok(ll.choices[0].logprobs.token_logprobs.slice(1).every(x => x <= 0));
+assert.equal(ll.choices[0].logprobs.tokens.length, ll.usage.prompt_tokens);
+// Several prompts in one request, n choices each.
+const many = await client.completions.create({ model, prompt: ['Once upon a time', 'Tom had a dog'], max_tokens: 8, temperature: 0 });
+assert.deepEqual(many.choices.map(x => x.index), [0, 1]);
+assert.equal(many.choices[0].text, generate('Once upon a time', 8));
+// An option eaglet does not implement is refused, never ignored.
+await assert.rejects(client.chat.completions.create({ model, messages: [{ role: 'user', content: 'x' }], response_format: { type: 'json_object' } }),
+                     e => e.status === 400);
 await assert.rejects(client.completions.create({ model: 'nope', prompt: 'x' }), e => e.status === 404);
 await assert.rejects(client.completions.create({ model, prompt: 'x', max_tokens: -1 }), e => e.status === 400);
 const bad = new OpenAI({ apiKey: 'wrong', maxRetries: 0 });

@@ -80,7 +80,7 @@ double metric(const std::string& text, const std::string& name) {
   std::string line;
   while (std::getline(in, line))
     if (line.rfind(name, 0) == 0 && line.size() > name.size() &&
-        (line[name.size()] == ' ' || line[name.size()] == '{' || name.back() == '{')) {
+        (line[name.size()] == ' ' || line[name.size()] == '{' || line[name.size()] == ',' || name.back() == '{')) {
       return std::stod(line.substr(line.rfind(' ') + 1));
     }
   return NAN;
