@@ -11,6 +11,7 @@
 #include "io/safetensors.h"
 #include "support/synthetic_eagle3.h"
 #include "support/test_util.h"
+#include "tokenizer/tokenizer.h"
 
 namespace eaglet {
 namespace {
@@ -217,6 +218,73 @@ TEST(CliSpeculative, VllmSpeculativeConfigAndLlamaServerNames) {
     EXPECT_EQ(r.exit_code, 1) << json;
     EXPECT_NE(r.output.find(want), std::string::npos) << json << "\n" << r.output;
   }
+}
+
+}  // namespace
+}  // namespace eaglet
+
+namespace eaglet {
+namespace {
+
+nlohmann::json run_generate_json(const std::string& args, int* code = nullptr) {
+  auto r = test::run_command(test::eaglet_binary() + " generate " + args + " --json 2>&1");
+  if (code) *code = r.exit_code;
+  // The JSON object is the last thing printed (the log goes first, to stderr).
+  const size_t nl = r.output.rfind("\n{\n");
+  const size_t at = nl == std::string::npos ? 0 : nl + 1;
+  nlohmann::json j = nlohmann::json::parse(r.output.substr(at), nullptr, false);
+  return j.is_discarded() ? nlohmann::json{{"failed", r.output}} : j;
+}
+
+// generate --chat renders -p (and --system) with the chat template; penalties, --draft-min,
+// --dtype and --tokenizer as vLLM and llama.cpp users spell them.
+TEST(CliOptions, ChatPenaltiesDraftMinDtypeAndTokenizer) {
+  test::TempDir d;
+  test::write_byte_vocab_target(d.file("m"), /*chat_template=*/true);
+  const Tokenizer tok = Tokenizer::from_dir(d.file("m"));
+  const std::string m = " -m " + d.file("m") + " --temperature 0";
+  nlohmann::json j = run_generate_json(m + " -n 4 --chat --system 'be nice' -p hi");
+  ASSERT_TRUE(j.contains("prompt_token_ids")) << j.dump();
+  EXPECT_EQ(j["prompt_token_ids"].get<std::vector<int>>(), tok.encode("<s>[system] be nice</s>[user] hi</s>[assistant] ", 0)) << j.dump();
+  test::write_text(d.file("t.jinja"), "{% for m in messages %}<{{ m.content }}>{% endfor %}");
+  j = run_generate_json(m + " -n 4 --chat --chat-template " + d.file("t.jinja") + " -p hi");
+  EXPECT_EQ(j["prompt_token_ids"].get<std::vector<int>>(), tok.encode("<hi>", 0));
+  test::write_byte_vocab_target(d.file("plain"));
+  auto r = test::run_command(test::eaglet_binary() + " generate -m " + d.file("plain") + " --chat -p hi 2>&1");
+  EXPECT_NE(r.exit_code, 0);
+  EXPECT_NE(r.output.find("--chat-template"), std::string::npos) << r.output;
+
+  int code = 0;
+  j = run_generate_json(m + " -p abcabc --repeat-penalty 1.3 --frequency-penalty 0.5 --presence-penalty 0.5", &code);
+  EXPECT_EQ(code, 0);
+  r = test::run_command(test::eaglet_binary() + " generate" + m + " -p x --presence-penalty 3 2>&1");
+  EXPECT_NE(r.exit_code, 0);
+
+  // --draft-min above k: every draft is dropped, plain decoding with the same output.
+  const std::string ngram = m + " -n 24 -p abcabcabcabcabcabc --spec-method ngram -k 3";
+  const nlohmann::json any = run_generate_json(ngram), dropped = run_generate_json(ngram + " --draft-min 4");
+  ASSERT_TRUE(any.contains("stats") && any["stats"].contains("spec_decode")) << any.dump();
+  ASSERT_TRUE(dropped.contains("stats") && dropped["stats"].contains("spec_decode")) << dropped.dump();
+  EXPECT_GT(any["stats"]["spec_decode"]["num_drafts"].get<int>(), 0) << any.dump();
+  EXPECT_EQ(dropped["stats"]["spec_decode"]["num_drafts"], 0) << dropped.dump();
+  EXPECT_EQ(any["token_ids"], dropped["token_ids"]);
+
+  EXPECT_EQ(run_generate_json(m + " -n 4 -p x --dtype float32", &code)["finish_reason"], "length");
+  r = test::run_command(test::eaglet_binary() + " generate" + m + " -p x --dtype bfloat16 2>&1");
+  EXPECT_NE(r.exit_code, 0);
+  test::expect_mentions(r.output, {"--dtype bfloat16", "F32"});
+  r = test::run_command(test::eaglet_binary() + " generate" + m + " -p x --dtype int3 2>&1");
+  test::expect_mentions(r.output, {"--dtype", "int3"});
+
+  // --tokenizer: another directory's tokenizer; one with more tokens than the model is refused by name.
+  EXPECT_EQ(run_generate_json(m + " -n 4 -p x --tokenizer " + d.file("plain"), &code)["finish_reason"], "length");
+  EXPECT_EQ(code, 0);
+  test::TinyModelSpec small;
+  small.vocab = 97;
+  test::write_tiny_model(d.file("small"), small);
+  r = test::run_command(test::eaglet_binary() + " generate -m " + d.file("small") + " --tokenizer " + d.file("plain") + " -p x 2>&1");
+  EXPECT_NE(r.exit_code, 0);
+  test::expect_mentions(r.output, {d.file("plain") + "/tokenizer.json", "vocab_size"});
 }
 
 }  // namespace

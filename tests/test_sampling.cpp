@@ -5,6 +5,8 @@
 #include "core/error.h"
 #include "engine/output_tracker.h"
 #include "engine/sampler.h"
+#include "support/test_util.h"
+#include "tokenizer/tokenizer.h"
 
 namespace eaglet {
 namespace {
@@ -108,6 +110,33 @@ TEST(OutputTracker, StopStringsTokensAndLength) {
   s.ignore_eos = true;
   s.max_tokens = 5;
   EXPECT_EQ(feed("hi! there", s), std::make_pair(std::string("hi! t"), std::string("length")));
+}
+
+}  // namespace
+}  // namespace eaglet
+
+namespace eaglet {
+namespace {
+
+// A completion continues its prompt: with a SentencePiece tokenizer the first generated token's
+// leading space is a real space ("Once upon a" + " time"), where decoding from scratch strips it.
+// (Before this, `generate` and the server returned "time, ..." and printed "Once upon atime".)
+TEST(OutputTracker, KeepsTheLeadingSpaceAfterAPrompt) {
+  EAGLET_REQUIRE_SHARED();
+  const Tokenizer tok = Tokenizer::from_dir(test::shared_dir() + "/models/stories260K-hf");
+  const std::vector<int> all = tok.encode("Once upon a time"), prompt = tok.encode("Once upon a");
+  ASSERT_EQ(std::vector<int>(all.begin(), all.begin() + long(prompt.size())), prompt);
+  auto continuation = [&](bool after_text) {
+    StopConditions stop;
+    stop.max_tokens = int(all.size() - prompt.size());  // the last token finishes and flushes it
+    OutputTracker t(tok, stop, after_text);
+    for (size_t i = prompt.size(); i < all.size(); ++i) t.append(all[i]);
+    EXPECT_EQ(t.finish_reason(), "length");
+    return t.text();
+  };
+  EXPECT_EQ(continuation(true), " time");
+  EXPECT_EQ(tok.decode(prompt) + continuation(true), tok.decode(all));
+  EXPECT_EQ(continuation(false), "time");  // text that starts a document: the start-of-text space goes
 }
 
 }  // namespace

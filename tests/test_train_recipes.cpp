@@ -163,6 +163,27 @@ TEST(Recipes, EvalEveryNStepsOnAnEvalFileWritesMetricsAndCurves) {
 namespace eaglet {
 namespace {
 
+// train and regen end with one JSON object for scripts (--json), the figures of the summary line.
+TEST(Recipes, TrainAndRegenSummariesAsJson) {
+  TrainFixture f;
+  auto r = test::run_command(test::eaglet_binary() + " regen -m " + f.target + " --data " + f.data + " -o " + f.dir.file("re.jsonl") +
+                             " --num-samples 5 --max-new-tokens 4 --prefix-tokens 4 --json 2>/dev/null");
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  const auto regen = nlohmann::json::parse(r.output);
+  EXPECT_EQ(regen["samples"], 5);
+  EXPECT_EQ(regen["output"], f.dir.file("re.jsonl"));
+  EXPECT_GE(regen["wall_seconds"].get<double>(), 0);
+  r = test::run_command(f.command(f.dir.file("run")) + " --json 2>/dev/null");
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  const auto train = nlohmann::json::parse(r.output.substr(r.output.rfind("\n{") == std::string::npos ? 0 : r.output.rfind("\n{") + 1));
+  EXPECT_EQ(train["steps"], 12);
+  EXPECT_EQ(train["finished"], true);
+  EXPECT_EQ(train["export_dir"], f.dir.file("run") + "/export");
+  EXPECT_EQ(train["eval_accuracy"].size(), 2u);  // one per TTT step
+  EXPECT_GT(train["eval_simulated_acceptance"].get<double>(), 1.0);
+  EXPECT_TRUE(std::filesystem::exists(train["metrics"].get<std::string>()));
+}
+
 // The main job end to end on a tiny target: training, widening target and draft (a small wide
 // shape here; TinyLlama's by default), the benchmark table, demo.json and demo.svg. Greedy output
 // with any proposer must equal plain decoding, and the draft must have been used.

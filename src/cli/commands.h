@@ -27,7 +27,11 @@ struct CommonOptions {
   int threads = 0;  // 0 = cores available to the process
   bool no_mmap = false;
   std::string quantize;  // --quantize q8_0 | q4_0
+  std::string tokenizer;  // --tokenizer DIR (vLLM's)
+  std::string dtype = "auto";  // --dtype: vLLM's; only the stored dtype is accepted
 };
+// A Jinja chat template given on the command line: a file, or the template text itself.
+std::string template_source(const std::string& file_or_text);
 void add_common_options(CLI::App* cmd, CommonOptions* o);
 // The target of -m (the built-in model without it), quantised when --quantize says so.
 ModelBundle load_target(const CommonOptions& o);

@@ -10,6 +10,8 @@
 #include "engine/model_bundle.h"
 #include "engine/generator.h"
 #include "speculation/spec_setup.h"
+#include "core/error.h"
+#include "tokenizer/chat_template.h"
 
 namespace eaglet::cli {
 
@@ -23,7 +25,22 @@ struct GenerateOptions {
   std::vector<std::string> stop;
   bool ignore_eos = false;
   bool json = false;
+  bool chat = false;  // -p is a user message, rendered with the chat template
+  std::string system, chat_template;
 };
+
+// The prompt's token ids: the text itself, or with --chat the model's chat template around it.
+std::vector<int> prompt_ids(const GenerateOptions& o, const ModelBundle& b) {
+  if (!o.chat) return b.tokenizer.encode(o.prompt);
+  std::unique_ptr<ChatTemplate> t = o.chat_template.empty() ? ChatTemplate::from_tokenizer_config(b.tokenizer.config())
+                                                            : std::make_unique<ChatTemplate>(template_source(o.chat_template));
+  if (!t) fail("--chat: {} has no chat_template (tokenizer_config.json); give one with --chat-template", o.common.model_dir);
+  std::vector<ChatMessage> messages;
+  if (!o.system.empty()) messages.push_back({"system", o.system});
+  messages.push_back({"user", o.prompt});
+  // The template writes the BOS itself where the model wants one, as the chat endpoint does.
+  return b.tokenizer.encode(t->render(messages, true, b.tokenizer), 0);
+}
 
 void run_generate(const GenerateOptions& o) {
   apply_common_options(o.common);
@@ -33,14 +50,14 @@ void run_generate(const GenerateOptions& o) {
   SpecSetup spec(o.spec, *b.model);
   spdlog::info("speculation: {}", spec.describe());
   GenerationRequest req;
-  req.prompt_ids = b.tokenizer.encode(o.prompt);
+  req.prompt_ids = prompt_ids(o, b);
   req.sampling = o.sampling;
   req.stop.max_tokens = o.max_tokens;
   req.stop.stop_tokens = b.eos_ids;
   req.stop.stop_strings = o.stop;
   req.stop.ignore_eos = o.ignore_eos;
   if (!o.json) {
-    std::fputs(o.prompt.c_str(), stdout);
+    if (!o.chat) std::fputs(o.prompt.c_str(), stdout);  // a chat reply stands alone
     req.on_text = [](const std::string& s) {
       std::fputs(s.c_str(), stdout);
       std::fflush(stdout);
@@ -83,6 +100,16 @@ void add_generate(CLI::App& app) {
   cmd->add_option("--top-k", o->sampling.top_k, "keep the k most likely tokens (0 = off)")->check(CLI::NonNegativeNumber);
   cmd->add_option("--min-p", o->sampling.min_p, "drop tokens below min_p * max prob")->check(CLI::Range(0.0, 1.0));
   cmd->add_option("--seed", o->sampling.seed, "sampling seed");
+  cmd->add_option("--presence-penalty", o->sampling.presence_penalty, "subtracted once from every generated token's logit")
+      ->check(CLI::Range(-2.0, 2.0));
+  cmd->add_option("--frequency-penalty", o->sampling.frequency_penalty, "subtracted per use from generated tokens' logits")
+      ->check(CLI::Range(-2.0, 2.0));
+  cmd->add_option("--repetition-penalty,--repeat-penalty", o->sampling.repetition_penalty,
+                  "vLLM's repetition penalty over prompt and output tokens (1 = off; --repeat-penalty: llama.cpp's name)")
+      ->check(CLI::Range(0.01, 2.0));
+  cmd->add_flag("--chat", o->chat, "treat -p as a user message and apply the model's chat template");
+  cmd->add_option("--system", o->system, "with --chat: a system message first");
+  cmd->add_option("--chat-template", o->chat_template, "with --chat: a Jinja template (file or text) replacing the tokenizer's");
   cmd->add_option("--stop", o->stop, "stop string (repeatable)");
   cmd->add_flag("--ignore-eos", o->ignore_eos, "keep generating past EOS");
   cmd->add_flag("--json", o->json, "print one JSON object");

@@ -3,6 +3,7 @@
 #include <spdlog/spdlog.h>
 
 #include <algorithm>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -20,12 +21,32 @@ void add_common_options(CLI::App* cmd, CommonOptions* o) {
   cmd->add_option("-m,--model", o->model_dir, "Hugging Face model directory or llama.cpp .gguf file (default: built-in random model)");
   cmd->add_option("--threads", o->threads, "worker threads (default: cores available)")->check(CLI::NonNegativeNumber);
   cmd->add_flag("--no-mmap", o->no_mmap, "read weights into memory at load instead of mapping the files");
+  cmd->add_option("--tokenizer", o->tokenizer, "tokenizer directory or cached Hugging Face id (default: the model's)");
+  cmd->add_option("--dtype", o->dtype,
+                  "auto | bfloat16 | float16 | float32: weights run in the dtype they are stored in; another value is an "
+                  "error (use --quantize for smaller weights)");
   cmd->add_option("--quantize", o->quantize,
                   "q8_0 | q4_0 | q4_k: quantise the layers' matrices on load (GGUF blocks, round to nearest)");
 }
 
 ModelBundle load_target(const CommonOptions& o) {
-  return load_bundle(resolve_model_path(o.model_dir), parse_quantize_option(o.quantize));
+  ModelBundle b = load_bundle(resolve_model_path(o.model_dir), parse_quantize_option(o.quantize), resolve_model_path(o.tokenizer));
+  static const std::map<std::string, std::string> names = {
+      {"auto", ""},     {"bfloat16", "BF16"}, {"bf16", "BF16"},  {"float16", "F16"},
+      {"half", "F16"},  {"fp16", "F16"},      {"float32", "F32"}, {"float", "F32"}, {"fp32", "F32"}};
+  const auto it = names.find(o.dtype);
+  if (it == names.end()) fail("--dtype: '{}' is not one of auto, bfloat16, float16, float32", o.dtype);
+  if (!it->second.empty() && it->second != b.model->config().dtype_name)
+    fail("--dtype {}: {} stores its weights as {}, and eaglet runs weights in their stored dtype (--dtype auto; "
+         "--quantize q8_0|q4_0|q4_k for smaller ones)", o.dtype, o.model_dir.empty() ? "the built-in model" : o.model_dir,
+         b.model->config().dtype_name);
+  return b;
+}
+
+std::string template_source(const std::string& v) {
+  if (v.empty() || v.find("{%") != std::string::npos || v.find("{{") != std::string::npos) return v;
+  if (!file_exists(v)) fail("--chat-template: '{}' is neither a file nor a Jinja template", v);
+  return read_text_file(v);
 }
 
 void add_spec_options(CLI::App* cmd, SpecOptions* o) {
@@ -41,6 +62,9 @@ void add_spec_options(CLI::App* cmd, SpecOptions* o) {
   cmd->add_option("--draft-shape", o->draft_shape,
                   "auto (cost model picks the tree each step; the default) | chain (with -k) | "
                   "topk=N,depth=N,budget=N (a fixed EAGLE-3 tree)");
+  cmd->add_option("--draft-min", o->draft_min,
+                  "llama-server's: a step whose draft has fewer tokens decodes without it (0 = use any draft)")
+      ->check(CLI::Range(0, 64));
   cmd->add_option("--ngram-max", o->ngram_max, "n-gram lookup: longest n tried")->check(CLI::Range(1, 64));
   cmd->add_option("--ngram-min", o->ngram_min, "n-gram lookup: shortest n tried")->check(CLI::Range(1, 64));
   cmd->add_option("--cost-model-cache", o->cost_model_cache,

@@ -33,12 +33,6 @@ struct ServeOptions {
   std::optional<uint64_t> seed;
 };
 
-// --chat-template: a file, or the template text itself (as vLLM takes it).
-std::string chat_template_arg(const std::string& v) {
-  if (v.empty() || v.find("{%") != std::string::npos || v.find("{{") != std::string::npos) return v;
-  if (!file_exists(v)) fail("--chat-template: '{}' is neither a file nor a Jinja template", v);
-  return read_text_file(v);
-}
 
 void run_serve(ServeOptions o) {
   apply_common_options(o.common);
@@ -49,7 +43,7 @@ void run_serve(ServeOptions o) {
   if (o.common.model_dir.empty() && !o.builtin)
     fail("no model: give one (eaglet serve MODEL, or -m MODEL), or --builtin for the random-weight built-in model");
   o.server.seed = o.seed;
-  o.server.chat_template = chat_template_arg(o.server.chat_template);
+  o.server.chat_template = template_source(o.server.chat_template);
   ModelBundle b = load_target(o.common);
   o.server.sampling_defaults = sampling_defaults_for(o.generation_config, resolve_model_path(o.common.model_dir));
   spdlog::info("model: {}", b.label());

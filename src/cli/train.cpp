@@ -1,7 +1,10 @@
 // `eaglet train`, `eaglet regen` and `eaglet infer-worker`: the online EAGLE-3 training pipeline.
 #include <spdlog/spdlog.h>
 
+#include <chrono>
 #include <csignal>
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
 
 #include "cli/commands.h"
 #include "cli/launch.h"
@@ -24,12 +27,19 @@ struct TrainOptions {
   int nproc_per_node = 1;
   int stop_after_steps = 0;
   bool print_config = false;
+  bool json = false;
 };
 
 struct RegenCliOptions {
   CommonOptions common;
   RegenOptions regen;
+  bool json = false;
 };
+
+// The summary line for people, or (--json) one JSON object for scripts and pipelines.
+void print_summary(bool json, const nlohmann::json& j, const std::string& line) {
+  std::puts(json ? j.dump().c_str() : line.c_str());
+}
 
 struct WorkerOptions {
   CommonOptions common;
@@ -48,6 +58,7 @@ void add_train(CLI::App& app) {
   cmd->add_flag("--print-config", o->print_config, "print the effective configuration (aliases resolved) and exit");
   cmd->add_option("--stop-after-steps", o->stop_after_steps,
                   "stop with a checkpoint after N steps of this run, as SIGINT does (time-sliced jobs)");
+  cmd->add_flag("--json", o->json, "end with one JSON object (steps, timings, held-out accuracy, export) instead of the summary line");
   cmd->callback([o] {
     TrainConfig cfg = TrainConfig::load(o->config, o->overrides);
     if (o->print_config) {
@@ -71,9 +82,22 @@ void add_train(CLI::App& app) {
     hooks.stop_after_steps = o->stop_after_steps;
     TrainSummary s = run_training(cfg, hooks);
     if (DistEnv::from_environment().rank != 0) return;  // rank 0 reports for all
-    std::printf("steps %lld | wall %.1fs | trainer busy %.0f%% | eval simulated acceptance length (k=3) %.2f | export %s\n",
-                (long long)s.steps_done, s.wall_seconds, 100 * s.trainer_busy_fraction, s.eval_simulated_acceptance,
-                s.export_dir.empty() ? "(not finished)" : s.export_dir.c_str());
+    const nlohmann::json j = {
+        {"steps", s.steps_done},
+        {"wall_seconds", s.wall_seconds},
+        {"train_seconds", s.train_seconds},
+        {"trainer_busy_fraction", s.trainer_busy_fraction},
+        {"eval_accuracy", s.eval_accuracy},
+        {"eval_simulated_acceptance", s.eval_simulated_acceptance},
+        {"finished", !s.export_dir.empty()},
+        {"export_dir", s.export_dir.empty() ? nlohmann::json() : nlohmann::json(s.export_dir)},
+        {"output_dir", cfg.output_dir},
+        {"metrics", cfg.output_dir + "/metrics.jsonl"},
+        {"samples", {{"produced", s.stream.produced}, {"consumed", s.stream.consumed}, {"reassigned", s.stream.reassigned}}}};
+    print_summary(o->json, j,
+                  fmt::format("steps {} | wall {:.1f}s | trainer busy {:.0f}% | eval simulated acceptance length (k=3) {:.2f} | export {}",
+                              s.steps_done, s.wall_seconds, 100 * s.trainer_busy_fraction, s.eval_simulated_acceptance,
+                              s.export_dir.empty() ? "(not finished)" : s.export_dir));
   });
 }
 
@@ -90,12 +114,16 @@ void add_regen(CLI::App& app) {
   cmd->add_option("--batch", o->regen.batch, "sequences decoded together");
   cmd->add_option("--samples-per-prompt", o->regen.samples_per_prompt, "independent continuations of each text");
   cmd->add_option("--seed", o->regen.seed, "sampling seed");
+  cmd->add_flag("--json", o->json, "end with one JSON object (samples, output, seconds) instead of the summary line");
   cmd->callback([o] {
     apply_common_options(o->common);
     const auto pool = make_thread_pool(o->common.threads);
     ModelBundle b = load_target(o->common);
+    const auto t0 = std::chrono::steady_clock::now();
     const int64_t n = regenerate(*pool, *b.model, b.tokenizer, b.eos_ids, o->regen);
-    std::printf("%lld samples in %s\n", (long long)n, o->regen.output.c_str());
+    const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    print_summary(o->json, {{"samples", n}, {"output", o->regen.output}, {"wall_seconds", seconds}, {"model", b.label()}},
+                  fmt::format("{} samples in {}", n, o->regen.output));
   });
 }
 

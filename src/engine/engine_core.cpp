@@ -60,7 +60,10 @@ struct EngineCore::Seq {
   bool prompt_only = false;                   // max_tokens 0: finishes once prefilled
   std::vector<TokenLogprob> pending;
   Seq(std::shared_ptr<Request> r, const Tokenizer& tok)
-      : req(std::move(r)), sampler(req->sampling), tracker(tok, req->stop) {}
+      : req(std::move(r)), sampler(req->sampling), tracker(tok, req->stop, has_text(tok, req->prompt)) {}
+  static bool has_text(const Tokenizer& tok, const std::vector<int>& prompt) {
+    return std::any_of(prompt.begin(), prompt.end(), [&](int t) { return !tok.is_special(t); });
+  }
 };
 
 EngineCore::EngineCore(ThreadPool& pool, Model& target, const Tokenizer& tok, const SpecSetup& spec,
@@ -208,6 +211,7 @@ void EngineCore::draft(const std::vector<Seq*>& all_decoding, int fixed_tokens) 
   for (size_t i = 0; i < decoding.size(); ++i) {
     decoding[i]->tree = std::move(trees[i]);
     decoding[i]->tree.truncate(requests[i].shape.budget);
+    if (decoding[i]->tree.size() < spec_.options().draft_min) decoding[i]->tree = {};
   }
 }
 

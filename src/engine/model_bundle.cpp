@@ -17,14 +17,16 @@ std::string ModelBundle::label() const {
   return name + " (" + c.architecture + ", " + c.dtype_name + ")";
 }
 
-ModelBundle load_bundle(const std::string& dir, kernels::QuantScheme quantize) {
+ModelBundle load_bundle(const std::string& dir, kernels::QuantScheme quantize, const std::string& tokenizer_dir) {
   ModelBundle b;
   if (dir.empty()) {
     b.model = make_builtin_model();
     b.builtin = true;
   } else {
     b.model = load_model(dir);
-    b.tokenizer = is_gguf_path(dir) ? Tokenizer::from_gguf(dir) : Tokenizer::from_dir(dir);
+    b.tokenizer = !tokenizer_dir.empty() ? Tokenizer::from_dir(tokenizer_dir)
+                  : is_gguf_path(dir)      ? Tokenizer::from_gguf(dir)
+                                           : Tokenizer::from_dir(dir);
   }
   b.model->quantize_weights(quantize);
   const int V = b.model->config().vocab;
@@ -32,7 +34,7 @@ ModelBundle load_bundle(const std::string& dir, kernels::QuantScheme quantize) {
   // the embedding table. (Models often have more rows than tokens; never fewer.)
   for (int id = V; id < b.tokenizer.vocab_size(); ++id)
     if (!b.tokenizer.token_bytes(id).empty())
-      fail("{}/tokenizer.json: token '{}' has id {}, but the model's vocab_size is {} (config.json)", dir,
+      fail("{}/tokenizer.json: token '{}' has id {}, but the model's vocab_size is {} (config.json)", tokenizer_dir.empty() ? dir : tokenizer_dir,
            b.tokenizer.token_bytes(id), id, V);
   auto add = [&](int id) {
     if (id >= 0 && std::find(b.eos_ids.begin(), b.eos_ids.end(), id) == b.eos_ids.end()) b.eos_ids.push_back(id);

@@ -18,6 +18,8 @@ struct ModelBundle {
 
 // Loads a model directory; an empty `dir` gives the built-in random model (and says so in label()).
 // `quantize` re-stores the layers' matrices as GGUF blocks (Model::quantize_weights).
-ModelBundle load_bundle(const std::string& dir, kernels::QuantScheme quantize = kernels::QuantScheme::None);
+// `tokenizer_dir`: take the tokenizer (and chat template) from there instead (vLLM's --tokenizer).
+ModelBundle load_bundle(const std::string& dir, kernels::QuantScheme quantize = kernels::QuantScheme::None,
+                        const std::string& tokenizer_dir = "");
 
 }  // namespace eaglet

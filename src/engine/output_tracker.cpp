@@ -4,8 +4,8 @@
 
 namespace eaglet {
 
-OutputTracker::OutputTracker(const Tokenizer& tok, StopConditions stop)
-    : stop_(std::move(stop)), decoder_(tok) {}
+OutputTracker::OutputTracker(const Tokenizer& tok, StopConditions stop, bool after_text)
+    : stop_(std::move(stop)), decoder_(tok, true, after_text) {}
 
 void OutputTracker::finish(const std::string& reason) {
   if (finish_reason_.empty()) finish_reason_ = reason;

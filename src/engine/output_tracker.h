@@ -18,7 +18,9 @@ struct StopConditions {
 
 class OutputTracker {
  public:
-  OutputTracker(const Tokenizer& tok, StopConditions stop);
+  // `after_text`: the output follows decoded text (a prompt with a non-special token), so its
+  // first token's leading space is kept.
+  OutputTracker(const Tokenizer& tok, StopConditions stop, bool after_text = false);
   // Appends one token; returns false once the sequence is finished (further tokens are ignored).
   bool append(int token);
   bool finished() const { return !finish_reason_.empty(); }

@@ -21,6 +21,9 @@ struct SpecOptions {
   std::string aux_numbering = "input";  // "input" (vLLM) | "output" (SGLang/SpecForge/TorchSpec)
   int ngram_max = 3, ngram_min = 1;
   std::string cost_model_cache;     // "" = default file, "off" = measure every time
+  // llama-server's --draft-min: a step whose draft (after the policy's trim) has fewer tokens is
+  // not verified with one (plain decoding that step). 0 = any draft is used.
+  int draft_min = 0;
 };
 
 // vLLM's `--speculative-config` JSON onto `o`: `method` (eagle3 | ngram), `model` (the draft),

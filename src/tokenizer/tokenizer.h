@@ -102,7 +102,11 @@ class Tokenizer {
 // concatenated over all calls equals Tokenizer::decode of the whole stream.
 class StreamDecoder {
  public:
-  explicit StreamDecoder(const Tokenizer& tok, bool skip_special = true) : tok_(tok), skip_special_(skip_special) {}
+  // `continues_text`: the tokens continue text already decoded (a completion after its prompt),
+  // so a SentencePiece-style leading space is a real space, not the start-of-text one the
+  // decoder strips (decode(prompt + out) minus decode(prompt), as vLLM's detokenizer does).
+  explicit StreamDecoder(const Tokenizer& tok, bool skip_special = true, bool continues_text = false)
+      : tok_(tok), skip_special_(skip_special), started_(continues_text) {}
   std::string push(int id);
   std::string flush();  // whatever is held back (invalid UTF-8 at the end comes out as is)
 
