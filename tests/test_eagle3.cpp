@@ -160,3 +160,132 @@ TEST(Eagle3Config, MalformedDraftsAreClearErrors) {
 
 }  // namespace
 }  // namespace eaglet
+
+namespace eaglet {
+namespace {
+
+// Adds tensors to a draft checkpoint (rewriting model.safetensors with the old ones kept).
+void add_tensors(const std::string& dir, std::vector<TensorToWrite> extra) {
+  std::vector<TensorToWrite> all;
+  {
+    const Checkpoint ck = Checkpoint::open_dir(dir);
+    for (const std::string& n : ck.names()) {
+      const TensorInfo& t = ck.get(n);
+      all.push_back({n, t.dtype, t.shape, std::string(reinterpret_cast<const char*>(t.data), t.nbytes)});
+    }
+  }
+  for (auto& t : extra) all.push_back(std::move(t));
+  write_safetensors(dir + "/model.safetensors", all);
+}
+
+void edit_config(const std::string& dir, const std::function<void(nlohmann::json&)>& f) {
+  auto cfg = nlohmann::json::parse(read_text_file(dir + "/config.json"));
+  f(cfg);
+  test::write_text(dir + "/config.json", cfg.dump());
+}
+
+struct Pair {
+  test::TempDir dir;
+  std::unique_ptr<Model> target;
+  Pair() {
+    test::TinyModelSpec ts;
+    ts.layers = 6;
+    test::write_tiny_model(dir.file("target"), ts);
+    target = load_model(dir.file("target"));
+  }
+  // The draft's logits for a fixed prompt and random taps (all rows).
+  std::vector<float> logits(const std::string& draft_dir, bool allow_unused = false) {
+    auto d = Eagle3Draft::load(draft_dir, *target, AuxNumbering::Input, allow_unused);
+    const int T = 5, H = d->config().hidden;
+    const auto aux = test::random_normal(size_t(T * 3 * d->config().target_hidden), 1.0f, 11);
+    std::vector<float> g(size_t(T * H)), next(size_t(T * H)), out;
+    d->fuse_aux(test::pool(), aux.data(), T, g.data());
+    KvCache cache(d->kv_shape(4, 16));
+    d->forward(test::pool(), cache, {Eagle3Rows{cache.create(), {5, 9, 2, 7, 30}}}, g.data(), next.data(), &out, true);
+    return out;
+  }
+  std::string error(const std::string& draft_dir) {
+    return test::error_of([&] { Eagle3Draft::load(draft_dir, *target); });
+  }
+};
+
+// transformers v5 keeps rope_theta and the scaling fields in rope_parameters; it used to be read
+// as theta 10000 without a word.
+TEST(Eagle3Flavours, RopeParametersOfTransformersV5) {
+  auto rope = [](nlohmann::json j) { return Rope::from_config(JsonConfig(j, "config.json"), 16); };
+  const Rope v4 = rope({{"rope_theta", 1e6}}), v5 = rope({{"rope_parameters", {{"rope_theta", 1e6}, {"rope_type", "default"}}}});
+  EXPECT_EQ(v5.inv_freq, v4.inv_freq);
+  EXPECT_NE(v5.inv_freq, rope(nlohmann::json::object()).inv_freq);
+  const nlohmann::json llama3 = {{"rope_type", "llama3"}, {"factor", 8.0}, {"low_freq_factor", 1.0}, {"high_freq_factor", 4.0},
+                                 {"original_max_position_embeddings", 8192}};
+  nlohmann::json nested = llama3;
+  nested["rope_theta"] = 5e5;
+  EXPECT_EQ(rope({{"rope_parameters", nested}}).inv_freq, rope({{"rope_theta", 5e5}, {"rope_scaling", llama3}}).inv_freq);
+  EXPECT_EQ(rope({{"rope_parameters", {{"rope_theta", 1e4}, {"partial_rotary_factor", 0.5}}}}).rot_dim, 8);
+  test::expect_mentions(test::error_of([&] { rope({{"rope_theta", 1e4}, {"rope_parameters", {{"rope_theta", 1e6}}}}); }),
+                        {"rope_theta", "rope_parameters.rope_theta", "disagree"});
+}
+
+// vLLM reads norm_before_fc (and the other flavour flags) from eagle_config first: a draft that
+// keeps it there must apply input_norm (it used to be skipped).
+TEST(Eagle3Flavours, FlagsUnderEagleConfig) {
+  Pair p;
+  test::DraftSpec ds;
+  ds.norm_before_fc = true;
+  test::write_draft(p.dir.file("top"), ds);
+  test::write_draft(p.dir.file("nested"), ds);
+  edit_config(p.dir.file("nested"), [](nlohmann::json& c) {
+    c.erase("norm_before_fc");
+    c["eagle_config"] = {{"norm_before_fc", true}};
+  });
+  EXPECT_EQ(p.logits(p.dir.file("nested")), p.logits(p.dir.file("top")));
+}
+
+// With attention_bias vLLM's Llama layer has an o_proj bias as well as q/k/v ones.
+TEST(Eagle3Flavours, AttentionBiasIncludesOutputProjection) {
+  Pair p;
+  test::DraftSpec ds;
+  const int qd = ds.heads * ds.head_dim, kvd = ds.kv_heads * ds.head_dim;
+  auto biased = [&](const std::string& name, float o_value, bool with_o) {
+    test::write_draft(p.dir.file(name), ds);
+    edit_config(p.dir.file(name), [](nlohmann::json& c) { c["attention_bias"] = true; });
+    std::vector<TensorToWrite> b = {
+        {"midlayer.self_attn.q_proj.bias", DType::F32, {qd}, test::float_bytes(std::vector<float>(size_t(qd), 0.0f), DType::F32)},
+        {"midlayer.self_attn.k_proj.bias", DType::F32, {kvd}, test::float_bytes(std::vector<float>(size_t(kvd), 0.0f), DType::F32)},
+        {"midlayer.self_attn.v_proj.bias", DType::F32, {kvd}, test::float_bytes(std::vector<float>(size_t(kvd), 0.0f), DType::F32)}};
+    if (with_o)
+      b.push_back({"midlayer.self_attn.o_proj.bias", DType::F32, {ds.hidden},
+                   test::float_bytes(std::vector<float>(size_t(ds.hidden), o_value), DType::F32)});
+    add_tensors(p.dir.file(name), b);
+    return p.dir.file(name);
+  };
+  test::write_draft(p.dir.file("plain"), ds);
+  EXPECT_EQ(p.logits(biased("zero", 0.0f, true)), p.logits(p.dir.file("plain")));  // zero biases change nothing
+  EXPECT_NE(p.logits(biased("shifted", 0.5f, true)), p.logits(p.dir.file("plain")));  // the o_proj bias is applied
+  test::expect_mentions(p.error(biased("no_o", 0.0f, false)), {"self_attn.o_proj.bias"});
+}
+
+// A flavour eaglet does not run is refused by name, never run with part of its math.
+TEST(Eagle3Flavours, UnknownTensorsLayersAndLayerTypesAreRefused) {
+  Pair p;
+  test::DraftSpec ds;
+  test::write_draft(p.dir.file("qk"), ds);
+  add_tensors(p.dir.file("qk"), {{"midlayer.self_attn.q_norm.weight", DType::F32, {ds.head_dim},
+                                  test::float_bytes(std::vector<float>(size_t(ds.head_dim), 1.0f), DType::F32)}});
+  test::expect_mentions(p.error(p.dir.file("qk")), {"midlayer.self_attn.q_norm.weight", "--allow-unused-draft-tensors"});
+  test::write_draft(p.dir.file("plain"), ds);
+  EXPECT_EQ(p.logits(p.dir.file("qk"), /*allow_unused=*/true), p.logits(p.dir.file("plain")));
+
+  test::write_draft(p.dir.file("deep"), ds);
+  edit_config(p.dir.file("deep"), [](nlohmann::json& c) { c["num_hidden_layers"] = 2; });
+  test::expect_mentions(p.error(p.dir.file("deep")), {"num_hidden_layers is 2"});
+
+  test::DraftSpec sp;
+  sp.speculators_config = true;
+  test::write_draft(p.dir.file("qwen3"), sp);
+  edit_config(p.dir.file("qwen3"), [](nlohmann::json& c) { c["transformer_layer_config"]["model_type"] = "qwen3"; });
+  test::expect_mentions(p.error(p.dir.file("qwen3")), {"model_type 'qwen3'"});
+}
+
+}  // namespace
+}  // namespace eaglet

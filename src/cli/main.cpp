@@ -62,6 +62,8 @@ void add_spec_options(CLI::App* cmd, SpecOptions* o) {
   cmd->add_option("--draft-shape", o->draft_shape,
                   "auto (cost model picks the tree each step; the default) | chain (with -k) | "
                   "topk=N,depth=N,budget=N (a fixed EAGLE-3 tree)");
+  cmd->add_flag("--allow-unused-draft-tensors", o->allow_unused_draft_tensors,
+                "load a draft whose checkpoint holds tensors its flavour does not read (else an error naming them)");
   cmd->add_option("--draft-min", o->draft_min,
                   "llama-server's: a step whose draft has fewer tokens decodes without it (0 = use any draft)")
       ->check(CLI::Range(0, 64));

@@ -25,10 +25,23 @@ Eagle3Config parse_eagle3_config(const JsonConfig& top, int target_layers, AuxNu
   c.attention_bias = layer.get_bool("attention_bias", false);
   c.draft_vocab = top.get_size("draft_vocab_size", c.vocab);
   c.target_hidden = top.get_size("target_hidden_size", c.hidden);
-  c.norm_before_residual = top.get_bool("norm_before_residual", speculators);
-  c.norm_before_fc = top.get_bool("norm_before_fc", false);
-  c.fc_norm = top.get_bool("fc_norm", false);
-  c.norm_output = top.get_bool("norm_output", false);
+  // vLLM reads the flavour flags from eagle_config first, then the top level.
+  const bool nested = top.has("eagle_config");
+  auto flag = [&](const char* key, bool fallback) {
+    if (nested && top.sub("eagle_config").has(key)) return top.sub("eagle_config").get_bool(key, fallback);
+    return top.get_bool(key, fallback);
+  };
+  c.norm_before_residual = flag("norm_before_residual", speculators);
+  c.norm_before_fc = flag("norm_before_fc", false);
+  c.fc_norm = flag("fc_norm", false);
+  c.norm_output = flag("norm_output", false);
+  const int layers = layer.get_size("num_hidden_layers", 1);
+  EAGLET_CHECK(layers == 1, "{}: num_hidden_layers is {}; eaglet runs one-layer EAGLE-3 drafts (a deeper draft would "
+               "run with only its first layer)", top.where(), layers);
+  const std::string layer_type = layer.get_string("model_type", "llama");
+  EAGLET_CHECK(layer_type == "llama" || layer_type == "eagle3" || layer_type == "speculators",
+               "{}: model_type '{}': eaglet runs EAGLE-3 drafts with Llama decoder layers (a '{}' layer has other "
+               "tensors and math)", layer.where(), layer_type, layer_type);
   EAGLET_CHECK(c.hidden > 0 && c.num_heads > 0 && c.num_kv_heads > 0 && c.num_heads % c.num_kv_heads == 0,
                "{}: bad draft attention shape (hidden {}, heads {}, kv heads {})", top.where(), c.hidden, c.num_heads,
                c.num_kv_heads);
@@ -67,7 +80,8 @@ bool eagle3_layer_tensor(const std::string& name) {
          name == "hidden_norm.weight";
 }
 
-std::unique_ptr<Eagle3Draft> Eagle3Draft::load(const std::string& path, const Model& target, AuxNumbering numbering) {
+std::unique_ptr<Eagle3Draft> Eagle3Draft::load(const std::string& path, const Model& target, AuxNumbering numbering,
+                                              bool allow_unused_tensors) {
   if (is_gguf_path(path)) return load_gguf(path, target);
   const std::string& dir = path;
   JsonConfig cfg = JsonConfig::load(dir + "/config.json");
@@ -77,7 +91,19 @@ std::unique_ptr<Eagle3Draft> Eagle3Draft::load(const std::string& path, const Mo
   if (!ckpt->has(c.key_prefix + "self_attn.q_proj.weight"))
     fail("{}: missing tensor 'midlayer.self_attn.q_proj.weight' (or 'layers.0.self_attn.q_proj.weight')", dir);
   const JsonConfig layer = cfg.has("transformer_layer_config") ? cfg.sub("transformer_layer_config") : cfg;
-  return std::make_unique<Eagle3Draft>(c, Rope::from_config(layer, c.head_dim), WeightStore(ckpt), target);
+  auto draft = std::make_unique<Eagle3Draft>(c, Rope::from_config(layer, c.head_dim), WeightStore(ckpt), target);
+  // A tensor the resolved flavour never reads means a flavour eaglet does not know (a Qwen3 layer's
+  // q_norm, a second layer, ...): running without it would be silently wrong.
+  std::vector<std::string> unused;
+  for (const std::string& n : ckpt->names())
+    if (!draft->used_.count(n) && n != "t2d") unused.push_back(n);  // t2d: a mask vLLM does not read either
+  if (!unused.empty()) {
+    const std::string msg = fmt::format("{}: tensor '{}'{} is not used by this draft's flavour", dir, unused[0],
+                                        unused.size() > 1 ? fmt::format(" (and {} more)", unused.size() - 1) : "");
+    if (!allow_unused_tensors) fail("{}; --allow-unused-draft-tensors loads it anyway", msg);
+    spdlog::warn("{} (loaded anyway: --allow-unused-draft-tensors)", msg);
+  }
+  return draft;
 }
 
 Eagle3Draft::Eagle3Draft(Eagle3Config cfg, Rope rope, const Model& target, Unloaded)
@@ -92,9 +118,16 @@ Eagle3Draft::Eagle3Draft(Eagle3Config cfg, Rope rope, WeightStore weights, const
   src.where = weights_.checkpoint().where();
   auto key = [&](const std::string& name) { return eagle3_layer_tensor(name) ? cfg_.key_prefix + name : name; };
   src.has = [&](const std::string& name) { return weights_.has(key(name)); };
-  src.matrix = [&](const std::string& name, int64_t rows, int64_t cols) { return weights_.matrix(key(name), rows, cols); };
-  src.vector = [&](const std::string& name, int64_t n) { return weights_.vector(key(name), n); };
+  src.matrix = [&](const std::string& name, int64_t rows, int64_t cols) {
+    used_.insert(key(name));
+    return weights_.matrix(key(name), rows, cols);
+  };
+  src.vector = [&](const std::string& name, int64_t n) {
+    used_.insert(key(name));
+    return weights_.vector(key(name), n);
+  };
   src.d2t = [&](int64_t n) {
+    used_.insert("d2t");
     const TensorInfo& t = weights_.checkpoint().get("d2t", {n}, {DType::I64});
     const auto* p = reinterpret_cast<const int64_t*>(t.data);
     return std::vector<int64_t>(p, p + n);
@@ -122,10 +155,11 @@ void Eagle3Draft::load_weights(const Eagle3TensorSource& src) {
   hidden_norm_ = src.vector("hidden_norm.weight", H);
   post_ln_ = src.vector("post_attention_layernorm.weight", H);
   norm_ = src.vector("norm.weight", H);
-  if (cfg_.attention_bias) {
+  if (cfg_.attention_bias) {  // vLLM's Llama layer then has an o_proj bias too
     q_bias_ = src.vector("self_attn.q_proj.bias", qd);
     k_bias_ = src.vector("self_attn.k_proj.bias", kvd);
     v_bias_ = src.vector("self_attn.v_proj.bias", kvd);
+    o_bias_ = src.vector("self_attn.o_proj.bias", H);
   }
   if (cfg_.norm_before_fc) input_norm_ = src.vector("input_norm.weight", 3 * Ht);
   if (cfg_.fc_norm)
@@ -227,7 +261,7 @@ void Eagle3Draft::forward(ThreadPool& pool, KvCache& cache, const std::vector<Ea
   store_kv(cache, 0, slots, attn_, k, v);
   paged_attention(pool, cache, 0, slots, attn_, q, attn);
   for (auto& c : chunks) cache.commit(c.seq, int64_t(c.tokens.size()));
-  kernels::matmul(pool, attn, T, o_, tmp);
+  kernels::matmul(pool, attn, T, o_, tmp, o_bias_.empty() ? nullptr : o_bias_.data());
   float* out = next_g;
   for (int64_t i = 0; i < T * H; ++i) out[i] = residual[i] + tmp[i];
   float* hn = act->hn.get(T * H);

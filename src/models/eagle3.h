@@ -5,6 +5,7 @@
 #pragma once
 #include <functional>
 #include <memory>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -60,8 +61,10 @@ class Eagle3Draft {
   // `eagle3`, aux ids in its "input of layer" numbering, so `numbering` does not apply). `target`
   // supplies embed_tokens / lm_head when the draft has none, and its layer count for the default
   // aux ids. `numbering` says how the config's aux ids are counted.
+  // A checkpoint tensor the resolved flavour does not read is an error naming it, unless
+  // `allow_unused_tensors` (then a warning).
   static std::unique_ptr<Eagle3Draft> load(const std::string& path, const Model& target,
-                                           AuxNumbering numbering = AuxNumbering::Input);
+                                           AuxNumbering numbering = AuxNumbering::Input, bool allow_unused_tensors = false);
   static std::unique_ptr<Eagle3Draft> load_gguf(const std::string& path, const Model& target);
   // For tests and the trainer's export check: built from an already-parsed config and weights.
   Eagle3Draft(Eagle3Config cfg, Rope rope, WeightStore weights, const Model& target);
@@ -91,7 +94,8 @@ class Eagle3Draft {
   kernels::WeightView fc_, q_, k_, v_, o_, gate_, up_, down_, lm_head_, embed_;
   bool own_embed_ = false;
   std::vector<float> input_ln_, hidden_norm_, post_ln_, norm_, input_norm_, fc_norms_[3];
-  std::vector<float> q_bias_, k_bias_, v_bias_;
+  std::vector<float> q_bias_, k_bias_, v_bias_, o_bias_;
+  std::set<std::string> used_;  // checkpoint tensors load_weights read (strict loading)
   std::vector<int64_t> d2t_;
   AttentionShape attn_;
   struct Scratch {

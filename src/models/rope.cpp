@@ -9,20 +9,28 @@ namespace eaglet {
 Rope Rope::from_config(const JsonConfig& cfg, int head_dim) {
   Rope r;
   r.rot_dim = head_dim;
+  // transformers v5 moves rope_theta, the scaling fields and partial_rotary_factor into one
+  // rope_parameters object; older configs keep rope_theta and rope_scaling at the top level.
+  const bool v5 = cfg.has("rope_parameters");
+  const JsonConfig params = v5 ? cfg.sub("rope_parameters") : cfg;
+  const JsonConfig& rotary = cfg.has("partial_rotary_factor") || !v5 ? cfg : params;
   if (cfg.has("rotary_dim")) {
     const int64_t d = cfg.get_int("rotary_dim");
     EAGLET_CHECK(d > 0 && d <= head_dim && d % 2 == 0, "{}: rotary_dim {} must be even and in [2, head_dim {}]",
                  cfg.where(), d, head_dim);
     r.rot_dim = int(d);
-  } else if (cfg.has("partial_rotary_factor")) {
-    const double f = cfg.get_double("partial_rotary_factor");
-    EAGLET_CHECK(f > 0 && f <= 1, "{}: partial_rotary_factor must be in (0, 1] (got {})", cfg.where(), f);
+  } else if (rotary.has("partial_rotary_factor")) {
+    const double f = rotary.get_double("partial_rotary_factor");
+    EAGLET_CHECK(f > 0 && f <= 1, "{}: partial_rotary_factor must be in (0, 1] (got {})", rotary.where(), f);
     r.rot_dim = int(head_dim * f);
   }
   EAGLET_CHECK(r.rot_dim > 0 && r.rot_dim <= head_dim && r.rot_dim % 2 == 0,
                "{}: rotary dimension {} does not fit head_dim {}", cfg.where(), r.rot_dim, head_dim);
   // theta <= 0 gives NaN or constant angles: every position would look the same.
-  const double theta_d = cfg.get_double("rope_theta", 10000.0);
+  if (v5 && cfg.has("rope_theta") && params.has("rope_theta") && cfg.get_double("rope_theta") != params.get_double("rope_theta"))
+    fail("{}: rope_theta {} and rope_parameters.rope_theta {} disagree", cfg.where(), cfg.get_double("rope_theta"),
+         params.get_double("rope_theta"));
+  const double theta_d = cfg.has("rope_theta") ? cfg.get_double("rope_theta") : params.get_double("rope_theta", 10000.0);
   EAGLET_CHECK(theta_d > 1 && std::isfinite(theta_d), "{}: rope_theta must be a finite number above 1 (got {})",
                cfg.where(), theta_d);
   const float theta = float(theta_d);
@@ -30,8 +38,8 @@ Rope Rope::from_config(const JsonConfig& cfg, int head_dim) {
   r.inv_freq.resize(size_t(half));
   for (int i = 0; i < half; ++i)
     r.inv_freq[size_t(i)] = 1.0f / std::pow(theta, float(2 * i) / float(r.rot_dim));
-  if (!cfg.has("rope_scaling")) return r;
-  const JsonConfig sc = cfg.sub("rope_scaling");
+  if (!cfg.has("rope_scaling") && !v5) return r;
+  const JsonConfig sc = cfg.has("rope_scaling") ? cfg.sub("rope_scaling") : params;
   std::string type = sc.get_string("rope_type", sc.get_string("type", "default"));
   if (type == "default") return r;
   if (type != "linear" && type != "llama3")

@@ -106,7 +106,8 @@ SpecSetup::SpecSetup(const SpecOptions& opts, const Model& target) : opts_(opts)
   if (entry && entry->needs_draft) {
     EAGLET_CHECK(!opts.draft_dir.empty(), "--spec-method {} needs --draft DIR", method_);
     draft_ = Eagle3Draft::load(resolve_model_path(opts.draft_dir), target,
-                               opts.aux_numbering == "output" ? AuxNumbering::Output : AuxNumbering::Input);
+                               opts.aux_numbering == "output" ? AuxNumbering::Output : AuxNumbering::Input,
+                               opts.allow_unused_draft_tensors);
   }
   // Chain-only proposers (n-gram) and targets without tree attention (MiniMax MSA) draft chains.
   const bool trees = entry && entry->trees && target.supports_token_trees();

@@ -24,6 +24,7 @@ struct SpecOptions {
   // llama-server's --draft-min: a step whose draft (after the policy's trim) has fewer tokens is
   // not verified with one (plain decoding that step). 0 = any draft is used.
   int draft_min = 0;
+  bool allow_unused_draft_tensors = false;  // load a draft whose checkpoint has tensors its flavour does not read
 };
 
 // vLLM's `--speculative-config` JSON onto `o`: `method` (eagle3 | ngram), `model` (the draft),
