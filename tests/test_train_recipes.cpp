@@ -184,6 +184,22 @@ TEST(Recipes, TrainAndRegenSummariesAsJson) {
   EXPECT_TRUE(std::filesystem::exists(train["metrics"].get<std::string>()));
 }
 
+// The draft inherits the target's RoPE base, as TorchSpec and SpecForge do (it used to be trained
+// and exported at 10000 whatever the target's), unless the recipe sets model.draft.rope_theta.
+TEST(Recipes, DraftInheritsTheTargetsRopeTheta) {
+  TrainFixture f;
+  auto cfg = nlohmann::json::parse(std::ifstream(f.target + "/config.json"));
+  cfg["rope_theta"] = 500000.0;
+  test::write_text(f.target + "/config.json", cfg.dump());
+  auto exported_theta = [&](const std::string& out, std::vector<std::string> extra) {
+    extra.push_back("training.steps=2");
+    run_training(f.config(f.dir.file(out), extra));
+    return nlohmann::json::parse(std::ifstream(f.dir.file(out) + "/export/config.json"))["rope_theta"].get<double>();
+  };
+  EXPECT_EQ(exported_theta("inherit", {}), 500000.0);
+  EXPECT_EQ(exported_theta("override", {"model.draft.rope_theta=10000"}), 10000.0);
+}
+
 // The main job end to end on a tiny target: training, widening target and draft (a small wide
 // shape here; TinyLlama's by default), the benchmark table, demo.json and demo.svg. Greedy output
 // with any proposer must equal plain decoding, and the draft must have been used.

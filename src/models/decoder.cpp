@@ -164,6 +164,9 @@ std::unique_ptr<Model> load_decoder(const std::string& dir, const JsonConfig& cf
   mc.architecture = architecture;
   opts.tie_embeddings = cfg.get_bool("tie_word_embeddings", false);
   WeightStore weights(std::make_shared<Checkpoint>(Checkpoint::open_dir(dir)));
-  return std::make_unique<DecoderModel>(mc, opts, Rope::from_config(cfg, mc.head_dim), std::move(weights));
+  Rope rope = Rope::from_config(cfg, mc.head_dim);
+  mc.rope_theta = rope.theta;
+  mc.rope_scaling = rope.scaling;
+  return std::make_unique<DecoderModel>(mc, opts, std::move(rope), std::move(weights));
 }
 }  // namespace eaglet

@@ -101,8 +101,11 @@ std::unique_ptr<Model> load_gguf_model(const std::string& path) {
   }
   mc.dtype_name = file_type_name(*file);
   const std::vector<float> final_norm = w.vector("output_norm.weight", H);
-  return std::make_unique<DecoderModel>(mc, opts, Rope::from_config(cfg, int(hd)), std::move(store), embed, lm_head,
-                                        final_norm, std::move(layers));
+  Rope rope = Rope::from_config(cfg, int(hd));
+  mc.rope_theta = rope.theta;
+  mc.rope_scaling = rope.scaling;
+  return std::make_unique<DecoderModel>(mc, opts, std::move(rope), std::move(store), embed, lm_head, final_norm,
+                                        std::move(layers));
 }
 
 }  // namespace eaglet

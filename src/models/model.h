@@ -21,6 +21,8 @@ struct ModelConfig {
   int bos_token = -1;
   std::vector<int> eos_tokens;
   std::string dtype_name;  // storage dtype of the big matrices, for logs and benchmarks
+  double rope_theta = 10000.0;       // RoPE base and scaling type, which a draft trained for the
+  std::string rope_scaling = "default";  // model inherits (TorchSpec / SpecForge do)
 };
 
 // One sequence's share of a forward: `tokens` are appended at the sequence's current KV length.

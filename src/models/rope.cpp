@@ -33,6 +33,7 @@ Rope Rope::from_config(const JsonConfig& cfg, int head_dim) {
   const double theta_d = cfg.has("rope_theta") ? cfg.get_double("rope_theta") : params.get_double("rope_theta", 10000.0);
   EAGLET_CHECK(theta_d > 1 && std::isfinite(theta_d), "{}: rope_theta must be a finite number above 1 (got {})",
                cfg.where(), theta_d);
+  r.theta = theta_d;
   const float theta = float(theta_d);
   const int half = r.rot_dim / 2;
   r.inv_freq.resize(size_t(half));
@@ -42,6 +43,7 @@ Rope Rope::from_config(const JsonConfig& cfg, int head_dim) {
   const JsonConfig sc = cfg.has("rope_scaling") ? cfg.sub("rope_scaling") : params;
   std::string type = sc.get_string("rope_type", sc.get_string("type", "default"));
   if (type == "default") return r;
+  r.scaling = type;
   if (type != "linear" && type != "llama3")
     fail("{}: unsupported rope_scaling type '{}' (supported: default, linear, llama3)", sc.where(), type);
   const double factor = sc.get_double("factor");

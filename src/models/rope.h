@@ -12,6 +12,8 @@ struct Rope {
   int rot_dim = 0;               // rotated dims per head (partial rotary when < head_dim)
   std::vector<float> inv_freq;   // [rot_dim / 2]
   float position_scale = 1.0f;   // "linear" scaling divides positions
+  double theta = 10000.0;        // as configured (drafts trained for this target inherit it)
+  std::string scaling = "default";  // rope_scaling type
 
   // Reads rope_theta, rope_scaling and partial_rotary_factor/rotary_dim from a model config.
   static Rope from_config(const JsonConfig& cfg, int head_dim);

@@ -617,7 +617,8 @@ struct MacroNode : Node {
       if (args.size() > params.size()) fail("chat template: macro '{}' takes {} arguments, got {}", name, params.size(), args.size());
       Dict frame;
       for (size_t i = 0; i < params.size(); ++i) {
-        const auto& [p, def] = params[i];
+        const std::string& p = params[i].first;  // not a structured binding: clang 14 cannot capture one
+        const ExprP& def = params[i].second;
         auto kw = std::find_if(kwargs.begin(), kwargs.end(), [&](auto& kv) { return kv.first == p; });
         frame[p] = i < args.size() ? args[i] : kw != kwargs.end() ? kw->second : def ? def->eval(sc) : Value();
       }

@@ -68,6 +68,7 @@ std::map<std::string, Field> fields() {
   EAGLET_FIELD("model.draft.num_key_value_heads", draft.num_kv_heads);
   EAGLET_FIELD("model.draft.head_dim", draft.head_dim);
   EAGLET_FIELD("model.draft.draft_vocab_size", draft.draft_vocab);
+  EAGLET_FIELD("model.draft.rope_theta", draft.rope_theta);
   f["data.path"] = Field{[](TrainConfig& c, const std::string& v) { c.data_path = parse_paths("data.path", v); },
                          [](const TrainConfig& c) { return show(c.data_path); }};
   f["data.eval_path"] = Field{[](TrainConfig& c, const std::string& v) { c.eval_path = parse_paths("data.eval_path", v); },

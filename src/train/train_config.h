@@ -13,6 +13,7 @@ struct DraftShape {
   int intermediate = 0;  // 0: the target's intermediate size
   int num_heads = 0, num_kv_heads = 0, head_dim = 0;  // 0: the target's
   int draft_vocab = 0;   // 0: the target's vocabulary (no pruning)
+  double rope_theta = 0;  // 0: the target's RoPE base, as TorchSpec and SpecForge inherit it
 };
 
 struct TrainConfig {

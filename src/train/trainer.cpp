@@ -54,6 +54,10 @@ DraftModuleOptions module_options(const TrainConfig& c, const ModelConfig& t) {
   o.vocab = t.vocab;
   o.draft_vocab = c.draft.draft_vocab ? c.draft.draft_vocab : t.vocab;
   o.rms_eps = t.rms_eps;
+  o.rope_theta = c.draft.rope_theta > 0 ? c.draft.rope_theta : t.rope_theta;
+  if (t.rope_scaling != "default")
+    spdlog::warn("the target scales RoPE ({}); the draft trains and exports plain RoPE at theta {} (the trainer does "
+                 "not implement scaling, so long contexts draft less well)", t.rope_scaling, o.rope_theta);
   EAGLET_CHECK(o.hidden == t.hidden, "config: model.draft.hidden_size {} must equal the target's hidden size {} (the "
                "draft shares the target's embedding)", o.hidden, t.hidden);
   EAGLET_CHECK(o.num_heads % o.num_kv_heads == 0, "config: draft heads must be a multiple of kv heads");
