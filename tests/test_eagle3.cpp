@@ -113,6 +113,16 @@ TEST(Eagle3Config, AuxNumbering) {
   EXPECT_EQ(parse({{"eagle_aux_hidden_state_layer_ids", {1, 14, 26}}}, AuxNumbering::Output), (std::vector<int>{2, 15, 27}));
   EXPECT_EQ(parse({{"eagle_config", {{"eagle_aux_hidden_state_layer_ids", {2, 30, 57}}}}}, AuxNumbering::Input, 60),
             (std::vector<int>{2, 30, 57}));
+  // Auto: top-level ids as vLLM reads them; ids only under eagle_config as SGLang reads them
+  // (first id 1: "output of layer i", +1; else as they are). They used to be taken one layer early.
+  EXPECT_EQ(parse({{"eagle_aux_hidden_state_layer_ids", {1, 17, 33}}}, AuxNumbering::Auto, 60), (std::vector<int>{1, 17, 33}));
+  EXPECT_EQ(parse({{"eagle_config", {{"eagle_aux_hidden_state_layer_ids", {1, 17, 33}}}}}, AuxNumbering::Auto, 60),
+            (std::vector<int>{2, 18, 34}));
+  EXPECT_EQ(parse({{"eagle_config", {{"eagle_aux_hidden_state_layer_ids", {2, 30, 57}}}}}, AuxNumbering::Auto, 60),
+            (std::vector<int>{2, 30, 57}));
+  EXPECT_EQ(parse({{"eagle_aux_hidden_state_layer_ids", {2, 30, 57}}, {"eagle_config", {{"eagle_aux_hidden_state_layer_ids", {1, 29, 56}}}}},
+                  AuxNumbering::Auto, 60),
+            (std::vector<int>{2, 30, 57}));  // both: the top level wins, as in vLLM
   EXPECT_THROW(parse({{"eagle_aux_hidden_state_layer_ids", {2, 15, 31}}}, AuxNumbering::Input), Error);
   EXPECT_THROW(parse({{"eagle_aux_hidden_state_layer_ids", {2, 15}}}, AuxNumbering::Input), Error);
   EXPECT_THROW(parse({{"draft_vocab_size", 11}}, AuxNumbering::Input), Error);

@@ -197,6 +197,11 @@ TEST(Recipes, DraftInheritsTheTargetsRopeTheta) {
     return nlohmann::json::parse(std::ifstream(f.dir.file(out) + "/export/config.json"))["rope_theta"].get<double>();
   };
   EXPECT_EQ(exported_theta("inherit", {}), 500000.0);
+  // Taps: vLLM's numbering at the top level, SGLang's (one less) under eagle_config.
+  const auto exported = nlohmann::json::parse(std::ifstream(f.dir.file("inherit") + "/export/config.json"));
+  std::vector<int> top = exported["eagle_aux_hidden_state_layer_ids"], nested = exported["eagle_config"]["eagle_aux_hidden_state_layer_ids"];
+  for (int& j : top) j -= 1;
+  EXPECT_EQ(nested, top);
   EXPECT_EQ(exported_theta("override", {"model.draft.rope_theta=10000"}), 10000.0);
 }
 

@@ -136,7 +136,9 @@ INSTANTIATE_TEST_SUITE_P(
                       variant("vllm_keys_default_taps", [](auto& s) { s.vllm_keys = true; s.aux_ids.clear(); }),
                       variant("fc_norm_norm_output_own_embed", [](auto& s) { s.fc_norm = true; s.norm_output = true; s.own_embed = true; }),
                       variant("shared_lm_head", [](auto& s) { s.own_lm_head = false; }),
-                      variant("pruned_vocab_d2t", [](auto& s) { s.draft_vocab = 40; })),
+                      variant("pruned_vocab_d2t", [](auto& s) { s.draft_vocab = 40; }),
+                      // SGLang-style ids only under eagle_config (first id 1: output of layer i)
+                      variant("ids_under_eagle_config", [](auto& s) { s.aux_in_eagle_config = true; })),
     [](const auto& info) { return info.param.name; });
 
 TEST(Widen, RefusesWhatItCannotWidenByName) {

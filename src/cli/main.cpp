@@ -72,7 +72,8 @@ void add_spec_options(CLI::App* cmd, SpecOptions* o) {
   cmd->add_option("--cost-model-cache", o->cost_model_cache,
                   "file caching the measured forward costs (default: ~/.cache/eaglet/cost_model.json; off = measure)");
   cmd->add_option("--aux-numbering", o->aux_numbering,
-                  "how the draft config numbers aux layers: input (vLLM, default) | output (SGLang/SpecForge/TorchSpec)");
+                  "how the draft config numbers aux layers: auto (top-level ids as vLLM reads them, ids only under "
+                  "eagle_config as SGLang does) | input (vLLM) | output (SGLang/SpecForge/TorchSpec)");
 }
 
 void apply_common_options(const CommonOptions& o) {

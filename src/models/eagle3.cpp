@@ -58,11 +58,13 @@ Eagle3Config parse_eagle3_config(const JsonConfig& top, int target_layers, AuxNu
     ids = top.sub("eagle_config").get_int_list("eagle_aux_hidden_state_layer_ids");
     source = "config eagle_config.eagle_aux_hidden_state_layer_ids";
   }
+  const bool nested_only = source.find("eagle_config.") != std::string::npos;
   if (ids.empty()) {
     ids = {2, target_layers / 2, target_layers - 3};
-  } else if (numbering == AuxNumbering::Output) {
+  } else if (numbering == AuxNumbering::Output || (numbering == AuxNumbering::Auto && nested_only && ids[0] == 1)) {
     for (auto& i : ids) i += 1;  // "output of layer i" is the input of layer i + 1
-    source += " (output-of-layer numbering, +1)";
+    source += numbering == AuxNumbering::Output ? " (output-of-layer numbering, +1)"
+                                                : " (first id 1: output-of-layer numbering as SGLang reads it, +1)";
   }
   EAGLET_CHECK(ids.size() == 3, "{}: expected 3 aux hidden-state layer ids, got {}", top.where(), ids.size());
   for (auto i : ids)
@@ -72,6 +74,16 @@ Eagle3Config parse_eagle3_config(const JsonConfig& top, int target_layers, AuxNu
   std::sort(c.aux_layers.begin(), c.aux_layers.end());
   spdlog::info("EAGLE-3 draft taps the target's residual stream entering layers {}, {}, {} ({})", c.aux_layers[0],
                c.aux_layers[1], c.aux_layers[2], source);
+  return c;
+}
+
+nlohmann::json eagle_config_for_export(const std::vector<int>& aux) {
+  nlohmann::json c = {{"use_aux_hidden_state", true}};
+  if (std::all_of(aux.begin(), aux.end(), [](int j) { return j >= 1; })) {
+    std::vector<int> out;
+    for (int j : aux) out.push_back(j - 1);
+    c["eagle_aux_hidden_state_layer_ids"] = out;
+  }
   return c;
 }
 

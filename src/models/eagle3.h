@@ -5,6 +5,7 @@
 #pragma once
 #include <functional>
 #include <memory>
+#include <nlohmann/json.hpp>
 #include <set>
 #include <string>
 #include <vector>
@@ -21,6 +22,9 @@ namespace eaglet {
 enum class AuxNumbering {
   Input,   // vLLM / EAGLE / speculators / llama.cpp: id j = residual stream entering layer j
   Output,  // SGLang / SpecForge / TorchSpec: id i = output of layer i (= our i + 1)
+  // As the servers decide: top-level ids as vLLM reads them (Input); ids found only under
+  // eagle_config as SGLang reads them since PR #25454 (Output when the first id is 1, else Input).
+  Auto,
 };
 
 struct Eagle3Config {
@@ -64,7 +68,7 @@ class Eagle3Draft {
   // A checkpoint tensor the resolved flavour does not read is an error naming it, unless
   // `allow_unused_tensors` (then a warning).
   static std::unique_ptr<Eagle3Draft> load(const std::string& path, const Model& target,
-                                           AuxNumbering numbering = AuxNumbering::Input, bool allow_unused_tensors = false);
+                                           AuxNumbering numbering = AuxNumbering::Auto, bool allow_unused_tensors = false);
   static std::unique_ptr<Eagle3Draft> load_gguf(const std::string& path, const Model& target);
   // For tests and the trainer's export check: built from an already-parsed config and weights.
   Eagle3Draft(Eagle3Config cfg, Rope rope, WeightStore weights, const Model& target);
@@ -112,5 +116,11 @@ bool eagle3_layer_tensor(const std::string& name);
 
 // Parses a draft config.json (either flavour); exposed for tests.
 Eagle3Config parse_eagle3_config(const JsonConfig& cfg, int target_layers, AuxNumbering numbering);
+// The `eagle_config` object an exported draft carries for SGLang: vLLM reads the top-level ids
+// ("entering layer j"); SGLang reads these, adding one to every id in old versions and, since
+// PR #25454, only when the first id is 1. Output-numbered ids (j - 1) satisfy both for the usual
+// taps (first entering layer 2); ids that include the embeddings (0) cannot be written that way
+// and are left out.
+nlohmann::json eagle_config_for_export(const std::vector<int>& aux_layers);
 
 }  // namespace eaglet

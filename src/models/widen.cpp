@@ -15,6 +15,7 @@
 #include "io/json_config.h"
 #include "io/safetensors.h"
 #include "kernels/ops.h"
+#include "models/eagle3.h"
 
 namespace eaglet {
 
@@ -380,20 +381,12 @@ void widen_eagle3(const std::string& draft_dir, const std::string& wide_target_d
   std::vector<int> live;
   for (int64_t x : wf.get_int_list("live_layers")) live.push_back(int(x));
   live.push_back(tc.get_size("num_hidden_layers"));
-  std::vector<int64_t> ids;
-  if (dc.has("eagle_aux_hidden_state_layer_ids")) ids = dc.get_int_list("eagle_aux_hidden_state_layer_ids");
-  else if (dc.has("eagle_config") && dc.sub("eagle_config").has("eagle_aux_hidden_state_layer_ids"))
-    ids = dc.sub("eagle_config").get_int_list("eagle_aux_hidden_state_layer_ids");
-  else {
-    const int L = wf.get_size("num_hidden_layers");
-    ids = {2, L / 2, L - 3};
-  }
+  // The taps as the loader resolves them (entering layer j, whichever numbering the config used):
+  // entering original layer j is entering wide layer live[j]; written back in both places the way
+  // the trainer's export writes them.
   std::vector<int> new_ids;
-  for (int64_t id : ids) {
-    if (id < 0 || id >= int64_t(live.size()))
-      fail("{}: eagle_aux_hidden_state_layer_ids has {}, outside the original target's 0..{}", dpath, id, live.size() - 1);
-    new_ids.push_back(live[size_t(id)]);
-  }
+  for (int j : parse_eagle3_config(dc, wf.get_size("num_hidden_layers"), AuxNumbering::Auto).aux_layers)
+    new_ids.push_back(live[size_t(j)]);
   fs::create_directories(out_dir);
   json c = dc.raw();
   c["hidden_size"] = D;
@@ -404,9 +397,9 @@ void widen_eagle3(const std::string& draft_dir, const std::string& wide_target_d
   c["intermediate_size"] = II;
   c["rms_norm_eps"] = dc.get_double("rms_norm_eps", 1e-6) * d / double(D);
   c["eagle_aux_hidden_state_layer_ids"] = new_ids;
-  if (c.contains("eagle_config") && c["eagle_config"].is_object()) c["eagle_config"]["eagle_aux_hidden_state_layer_ids"] = new_ids;
+  c["eagle_config"] = eagle_config_for_export(new_ids);
   c["torch_dtype"] = torch_dtype(dt);
-  c["widened_from"] = {{"hidden_size", d}, {"eagle_aux_hidden_state_layer_ids", ids}};
+  c["widened_from"] = {{"hidden_size", d}};
   write_json(out_dir + "/config.json", c);
   p.write(out_dir + "/model.safetensors");
 }

@@ -99,14 +99,16 @@ SpecSetup::SpecSetup(const SpecOptions& opts, const Model& target) : opts_(opts)
   const ProposerEntry* entry = find_entry(method_);
   if (!entry && method_ != "none")
     fail("--spec-method must be one of {} (got '{}')", fmt::join(methods(), ", "), method_);
-  if (opts.aux_numbering != "input" && opts.aux_numbering != "output")
-    fail("--aux-numbering must be 'input' or 'output' (got '{}')", opts.aux_numbering);
+  if (opts.aux_numbering != "auto" && opts.aux_numbering != "input" && opts.aux_numbering != "output")
+    fail("--aux-numbering must be 'auto', 'input' or 'output' (got '{}')", opts.aux_numbering);
   const std::string shape = opts.draft_shape.empty() ? (k >= 0 ? "chain" : "auto") : opts.draft_shape;
   policy_ = parse_draft_shape(shape, k >= 0 ? k : 3);
   if (entry && entry->needs_draft) {
     EAGLET_CHECK(!opts.draft_dir.empty(), "--spec-method {} needs --draft DIR", method_);
     draft_ = Eagle3Draft::load(resolve_model_path(opts.draft_dir), target,
-                               opts.aux_numbering == "output" ? AuxNumbering::Output : AuxNumbering::Input,
+                               opts.aux_numbering == "output"  ? AuxNumbering::Output
+                               : opts.aux_numbering == "input" ? AuxNumbering::Input
+                                                               : AuxNumbering::Auto,
                                opts.allow_unused_draft_tensors);
   }
   // Chain-only proposers (n-gram) and targets without tree attention (MiniMax MSA) draft chains.

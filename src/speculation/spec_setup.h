@@ -18,7 +18,7 @@ struct SpecOptions {
   std::string method;               // registry name; "" = eagle3 with a draft, else none
   int num_speculative_tokens = -1;  // k of a chain; -1 = not given (auto); 0 disables speculation
   std::string draft_shape;          // auto | chain | topk=..,depth=..,budget=..; "" = chain with -k, else auto
-  std::string aux_numbering = "input";  // "input" (vLLM) | "output" (SGLang/SpecForge/TorchSpec)
+  std::string aux_numbering = "auto";  // "auto" (as vLLM / SGLang decide) | "input" (vLLM) | "output" (SGLang/SpecForge/TorchSpec)
   int ngram_max = 3, ngram_min = 1;
   std::string cost_model_cache;     // "" = default file, "off" = measure every time
   // llama-server's --draft-min: a step whose draft (after the policy's trim) has fewer tokens is

@@ -6,6 +6,7 @@
 
 #include "core/error.h"
 #include "io/safetensors.h"
+#include "models/eagle3.h"
 #include <cstring>
 
 namespace eaglet {
@@ -34,7 +35,7 @@ void write_draft_export(const std::string& dir, const DraftExport& d, const std:
                         {"norm_before_residual", false},
                         {"torch_dtype", dtype},
                         {"eagle_aux_hidden_state_layer_ids", d.aux_layers},
-                        {"eagle_config", {{"eagle_aux_hidden_state_layer_ids", d.aux_layers}, {"use_aux_hidden_state", true}}}};
+                        {"eagle_config", eagle_config_for_export(d.aux_layers)}};
   std::ofstream(dir + "/config.json") << cfg.dump(2) << "\n";
   const std::string prefix = key_style == "vllm" ? "layers.0." : "midlayer.";
   const DType dt = dtype == "bfloat16" ? DType::BF16 : DType::F32;
