@@ -12,6 +12,7 @@
 #include <optional>
 
 #include "core/error.h"
+#include "core/splitmix.h"
 #include "io/json_config.h"
 #include "io/safetensors.h"
 #include "kernels/ops.h"
@@ -39,14 +40,7 @@ Mat filler(int64_t rows, int64_t cols, const WidenShape& s, const std::string& n
   if (s.noise == 0) return m;
   uint64_t x = s.seed ^ std::hash<std::string>{}(name);
   const float a = s.noise * std::sqrt(3.0f) / float(1u << 31);
-  for (float& f : m.v) {
-    x += 0x9e3779b97f4a7c15ull;
-    uint64_t z = x;
-    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-    z ^= z >> 31;
-    f = float(int32_t(uint32_t(z))) * a;
-  }
+  for (float& f : m.v) f = float(int32_t(uint32_t(splitmix64(x)))) * a;
   return m;
 }
 Mat zeros(int64_t rows, int64_t cols) { return Mat{rows, cols, std::vector<float>(size_t(rows * cols), 0.0f)}; }

@@ -97,8 +97,8 @@ void check_fields(const json& b, bool chat) {
       bad("response_format", "'response_format' must be an object with a string 'type'");
     const std::string type = (*rf)["type"].get<std::string>();
     if (type != "text")
-      bad("response_format", fmt::format("response_format type '{}' is not supported (structured output is not implemented; "
-                                         "only 'text')", type));
+      bad("response_format", fmt::format("response_format type '{}' is not supported: eaglet has no structured output "
+                                         "(json_object, json_schema); only 'text'", type));
   }
   if (const json* t = field(b, "tools"); t && !(t->is_array() && t->empty())) bad("tools", "tool calling is not supported");
   if (const json* t = field(b, "tool_choice"); t && !(t->is_string() && t->get<std::string>() == "none"))

@@ -10,6 +10,7 @@
 #include <random>
 #include <thread>
 
+#include "core/splitmix.h"
 #include "core/version.h"
 #include "io/json_config.h"
 #include "server/openai_protocol.h"
@@ -79,12 +80,11 @@ struct OpenAiServer::Impl {
 
   uint64_t next_seed() {
     if (!opts.seed) return std::random_device{}() ^ (uint64_t(std::random_device{}()) << 32);
-    uint64_t z = *opts.seed + 0x9e3779b97f4a7c15ull * ++seed_counter;  // splitmix64 over a counter
-    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-    return z ^ (z >> 31);
+    std::lock_guard<std::mutex> lk(seed_mu);  // requests arrive on several connection threads
+    return splitmix64(seed_state);
   }
-  std::atomic<uint64_t> seed_counter{0};
+  std::mutex seed_mu;
+  uint64_t seed_state = opts.seed.value_or(0);
 
   static void send_error(http::Responder& out, const ApiError& e) {
     out.send(e.status, "application/json", to_text(error_body(e)));
@@ -259,6 +259,12 @@ class ApiCall : public std::enable_shared_from_this<ApiCall> {
         ++finished_;
         completion_ += e.completion_tokens;
       }
+      // echo without scores: the prompt's text goes first (with scores it comes as its own event).
+      if (r_.echo && r_.logprobs < 0 && !echoed_[size_t(e.index)]) {
+        echoed_[size_t(e.index)] = true;
+        const Event prompt{e.index, srv_.bundle.tokenizer.decode(prompts_[size_t(e.index / r_.n)]), {}, "", 0};
+        r_.stream ? stream(prompt) : collect(prompt);
+      }
       r_.stream ? stream(e) : collect(e);
     }
     if (finished_ == choices_ && !done_) finish();
@@ -292,10 +298,6 @@ class ApiCall : public std::enable_shared_from_this<ApiCall> {
   static std::string sse(const json& j) { return "data: " + to_text(j) + "\n\n"; }
 
   void stream(const Event& e) {
-    if (r_.echo && r_.logprobs < 0 && !echoed_[size_t(e.index)]) {  // echo without scores: the prompt's text first
-      echoed_[size_t(e.index)] = true;
-      stream(Event{e.index, srv_.bundle.tokenizer.decode(prompts_[size_t(e.index / r_.n)]), {}, "", 0});
-    }
     const ChoiceDelta d = delta_of(e);
     json lp;
     if (r_.logprobs >= 0 && !d.tokens.empty()) {
@@ -313,10 +315,6 @@ class ApiCall : public std::enable_shared_from_this<ApiCall> {
 
   void collect(const Event& e) {
     auto& acc = acc_[size_t(e.index)];
-    if (r_.echo && r_.logprobs < 0 && !echoed_[size_t(e.index)]) {  // echo without scores: the prompt's text first
-      echoed_[size_t(e.index)] = true;
-      acc.text = srv_.bundle.tokenizer.decode(prompts_[size_t(e.index / r_.n)]);
-    }
     const ChoiceDelta d = delta_of(e);
     acc.text += d.text;
     acc.tokens.insert(acc.tokens.end(), d.tokens.begin(), d.tokens.end());
