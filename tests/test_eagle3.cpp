@@ -19,6 +19,7 @@ namespace {
 struct Variant {
   std::string name;
   test::DraftSpec spec;
+  DraftSemantics semantics = DraftSemantics::Vllm;
 };
 
 class DraftVsReference : public ::testing::TestWithParam<Variant> {};
@@ -34,7 +35,7 @@ TEST_P(DraftVsReference, ForwardMatches) {
   test::write_tiny_model(dir.file("target"), ts);
   test::write_draft(dir.file("draft"), ds);
   auto target = load_model(dir.file("target"));
-  auto draft = Eagle3Draft::load(dir.file("draft"), *target);
+  auto draft = Eagle3Draft::load(dir.file("draft"), *target, {.semantics = GetParam().semantics});
   const auto& c = draft->config();
   const int T = 9, H = c.hidden, Ht = c.target_hidden, Vd = c.draft_vocab;
   std::vector<int> tokens;
@@ -59,7 +60,8 @@ TEST_P(DraftVsReference, ForwardMatches) {
   }
   auto r = test::run_command("/usr/bin/python3 " + test::source_dir() + "/tests/reference/eagle3_ref.py " +
                              dir.file("draft") + " " + dir.file("target") + " " + tmp.file("in.bin") + " " +
-                             tmp.file("out.bin") + " " + std::to_string(T) + " 2>&1");
+                             tmp.file("out.bin") + " " + std::to_string(T) + " " +
+                             draft_semantics_name(GetParam().semantics) + " 2>&1");
   ASSERT_EQ(r.exit_code, 0) << r.output;
   std::vector<float> ref_logits(size_t((T + 1) * Vd)), ref_states(size_t((T + 1) * H));
   std::ifstream ref(tmp.file("out.bin"), std::ios::binary);
@@ -79,10 +81,11 @@ TEST_P(DraftVsReference, ForwardMatches) {
   check(got_states, ref_states, "states");
 }
 
-Variant variant(const std::string& name, std::function<void(test::DraftSpec&)> f) {
+Variant variant(const std::string& name, std::function<void(test::DraftSpec&)> f,
+                DraftSemantics semantics = DraftSemantics::Vllm) {
   test::DraftSpec s;
   f(s);
-  return {name, s};
+  return {name, s, semantics};
 }
 
 INSTANTIATE_TEST_SUITE_P(
@@ -95,7 +98,26 @@ INSTANTIATE_TEST_SUITE_P(
         variant("eagle31_fc_norm_norm_output", [](auto& s) { s.fc_norm = true; s.norm_output = true; s.own_embed = true; }),
         variant("shared_embed_and_lm_head", [](auto& s) { s.own_lm_head = false; }),
         variant("target_hidden_differs", [](auto& s) { s.target_hidden = 64; s.own_embed = true; }),
-        variant("pruned_vocab_d2t", [](auto& s) { s.draft_vocab = 40; })),
+        variant("pruned_vocab_d2t", [](auto& s) { s.draft_vocab = 40; }),
+        variant("qwen3_layer_with_bias", [](auto& s) { s.qwen3_layer = true; s.attention_bias = true; }),
+        variant("speculators_qwen3_layer", [](auto& s) { s.speculators_config = true; s.qwen3_layer = true; }),
+        variant("llama_attention_bias", [](auto& s) { s.attention_bias = true; }),
+        variant("transformers_v5_rope", [](auto& s) { s.rope_parameters = true; s.rope_theta = 5e5; }),
+        variant("specforge_legacy_norm_output", [](auto& s) { s.norm_output = true; }, DraftSemantics::SpecForgeLegacy),
+        variant("specforge_legacy_plain", [](auto&) {}, DraftSemantics::SpecForgeLegacy),
+        variant("two_layers", [](auto& s) { s.layers = 2; }),
+        variant("three_layers_vllm_keys_hidden_norms", [](auto& s) {
+          s.layers = 3;
+          s.vllm_keys = true;
+          s.hidden_norm_in_every_layer = true;
+          s.norm_before_residual = true;
+        }),
+        variant("two_qwen3_layers_eagle31", [](auto& s) {
+          s.layers = 2;
+          s.qwen3_layer = true;
+          s.fc_norm = true;
+          s.norm_output = true;
+        })),
     [](const auto& info) { return info.param.name; });
 
 TEST(Eagle3Config, AuxNumbering) {
@@ -104,7 +126,7 @@ TEST(Eagle3Config, AuxNumbering) {
     j["intermediate_size"] = 8;
     j["num_attention_heads"] = 2;
     j["vocab_size"] = 10;
-    return parse_eagle3_config(JsonConfig(j, "draft/config.json"), layers, n).aux_layers;
+    return parse_eagle3_config(JsonConfig(j, "draft/config.json"), layers, {.numbering = n}).aux_layers;
   };
   EXPECT_EQ(parse({}, AuxNumbering::Input), (std::vector<int>{2, 15, 27}));  // default (2, L/2, L-3)
   EXPECT_EQ(parse({}, AuxNumbering::Output), (std::vector<int>{2, 15, 27}));  // defaults are ours already
@@ -205,7 +227,7 @@ struct Pair {
   }
   // The draft's logits for a fixed prompt and random taps (all rows).
   std::vector<float> logits(const std::string& draft_dir, bool allow_unused = false) {
-    auto d = Eagle3Draft::load(draft_dir, *target, AuxNumbering::Input, allow_unused);
+    auto d = Eagle3Draft::load(draft_dir, *target, {.numbering = AuxNumbering::Input, .allow_unused_tensors = allow_unused});
     const int T = 5, H = d->config().hidden;
     const auto aux = test::random_normal(size_t(T * 3 * d->config().target_hidden), 1.0f, 11);
     std::vector<float> g(size_t(T * H)), next(size_t(T * H)), out;
@@ -286,15 +308,92 @@ TEST(Eagle3Flavours, UnknownTensorsLayersAndLayerTypesAreRefused) {
   test::write_draft(p.dir.file("plain"), ds);
   EXPECT_EQ(p.logits(p.dir.file("qk"), /*allow_unused=*/true), p.logits(p.dir.file("plain")));
 
+  // A config that says two layers over a one-layer checkpoint names the missing layer; a second
+  // layer's tensors under a one-layer config are unused and refused (both ran as one layer before).
   test::write_draft(p.dir.file("deep"), ds);
   edit_config(p.dir.file("deep"), [](nlohmann::json& c) { c["num_hidden_layers"] = 2; });
-  test::expect_mentions(p.error(p.dir.file("deep")), {"num_hidden_layers is 2"});
+  test::expect_mentions(p.error(p.dir.file("deep")), {"layers.1.self_attn.q_proj.weight"});
+  test::DraftSpec two = ds;
+  two.layers = 2;
+  test::write_draft(p.dir.file("two"), two);
+  edit_config(p.dir.file("two"), [](nlohmann::json& c) { c["num_hidden_layers"] = 1; });
+  test::expect_mentions(p.error(p.dir.file("two")), {"tensor 'layers.1.", "not used", "layers=1"});
 
+  // A Qwen3 layer (speculators' layer model_type, or vLLM's Eagle3Qwen3ForCausalLM) needs its
+  // q/k norms; it used to run as a Llama layer.
   test::DraftSpec sp;
   sp.speculators_config = true;
   test::write_draft(p.dir.file("qwen3"), sp);
   edit_config(p.dir.file("qwen3"), [](nlohmann::json& c) { c["transformer_layer_config"]["model_type"] = "qwen3"; });
-  test::expect_mentions(p.error(p.dir.file("qwen3")), {"model_type 'qwen3'"});
+  test::expect_mentions(p.error(p.dir.file("qwen3")), {"self_attn.q_norm.weight"});
+  test::write_draft(p.dir.file("gemma"), sp);
+  edit_config(p.dir.file("gemma"), [](nlohmann::json& c) { c["transformer_layer_config"]["model_type"] = "gemma2"; });
+  test::expect_mentions(p.error(p.dir.file("gemma")), {"model_type 'gemma2'"});
+  test::write_draft(p.dir.file("mla"), ds);
+  edit_config(p.dir.file("mla"), [](nlohmann::json& c) { c["architectures"] = {"Eagle3DeepseekV2ForCausalLM"}; });
+  test::expect_mentions(p.error(p.dir.file("mla")), {"architecture 'Eagle3DeepseekV2ForCausalLM'"});
+  test::write_draft(p.dir.file("sliding"), ds);
+  edit_config(p.dir.file("sliding"), [](nlohmann::json& c) { c["layer_types"] = {"sliding_attention"}; });
+  test::expect_mentions(p.error(p.dir.file("sliding")), {"sliding_attention"});
+}
+
+// A Qwen3-layer draft read as a Llama layer would leave its q/k norms out: refused by name. (Its
+// math is checked against the numpy reference in DraftVsReference.)
+TEST(Eagle3Flavours, Qwen3LayerTensorsAreNotDroppedSilently) {
+  Pair p;
+  test::DraftSpec ds;
+  ds.qwen3_layer = true;
+  test::write_draft(p.dir.file("qwen3"), ds);
+  edit_config(p.dir.file("qwen3"), [](nlohmann::json& c) { c["architectures"] = {"LlamaForCausalLMEagle3"}; });
+  test::expect_mentions(p.error(p.dir.file("qwen3")), {"self_attn.k_norm.weight' (and 1 more)", "not used", "layer=llama"});
+}
+
+// SpecForge between its PRs #568 and #879 fed the pre-norm state back whatever norm_output said;
+// --draft-semantics specforge-legacy runs such drafts as trained, vllm (the default) as vLLM does.
+TEST(Eagle3Flavours, SpecForgeLegacySemantics) {
+  Pair p;
+  test::DraftSpec ds;
+  ds.norm_output = true;
+  test::write_draft(p.dir.file("normed"), ds);
+  test::DraftSpec plain_spec;
+  test::write_draft(p.dir.file("plain"), plain_spec);
+  auto run = [&](const std::string& d, DraftSemantics s) {
+    auto draft = Eagle3Draft::load(d, *p.target, {.numbering = AuxNumbering::Input, .semantics = s});
+    const int T = 5, H = draft->config().hidden;
+    const auto aux = test::random_normal(size_t(T * 3 * draft->config().target_hidden), 1.0f, 11);
+    std::vector<float> g(size_t(T * H)), next(size_t(T * H)), out;
+    draft->fuse_aux(test::pool(), aux.data(), T, g.data());
+    KvCache cache(draft->kv_shape(4, 16));
+    draft->forward(test::pool(), cache, {Eagle3Rows{cache.create(), {5, 9, 2, 7, 30}}}, g.data(), next.data(), &out, true);
+    return std::make_pair(out, next);
+  };
+  // Legacy + norm_output: lm_head reads norm(out) and out is fed back, i.e. plain EAGLE-3.
+  EXPECT_EQ(run(p.dir.file("normed"), DraftSemantics::SpecForgeLegacy), run(p.dir.file("plain"), DraftSemantics::Vllm));
+  EXPECT_NE(run(p.dir.file("normed"), DraftSemantics::Vllm).second, run(p.dir.file("plain"), DraftSemantics::Vllm).second);
+  // Legacy without norm_output: lm_head reads out itself.
+  EXPECT_NE(run(p.dir.file("plain"), DraftSemantics::SpecForgeLegacy).first, run(p.dir.file("plain"), DraftSemantics::Vllm).first);
+  test::expect_mentions(test::error_of([] { parse_draft_semantics("specforge"); }), {"--draft-semantics", "specforge-legacy"});
+}
+
+// The loader says in one line what it resolved and from where.
+TEST(Eagle3Flavours, ResolvedFlavourNamesEverySource) {
+  test::DraftSpec ds;
+  ds.speculators_config = true;
+  ds.qwen3_layer = true;
+  ds.rope_parameters = true;
+  ds.flags_in_eagle_config = true;
+  ds.fc_norm = true;
+  ds.aux_ids = {1, 2, 3};
+  ds.aux_in_eagle_config = true;
+  test::TempDir dir;
+  test::write_draft(dir.path(), ds);
+  edit_config(dir.path(), [](nlohmann::json& c) { c.erase("norm_before_residual"); });
+  const Eagle3Config c = parse_eagle3_config(JsonConfig::load(dir.file("config.json")), 6);
+  test::expect_mentions(c.describe(), {"layer=qwen3 (transformer_layer_config.model_type)",
+                                       "norm_before_residual=true (speculators default)", "fc_norm=true (eagle_config)",
+                                       "norm_output=false (default)", "rope_theta=10000 (rope_parameters)",
+                                       "taps entering layers=2/3/4 (eagle_config, first id 1",
+                                       "norm_output semantics=vllm"});
 }
 
 }  // namespace

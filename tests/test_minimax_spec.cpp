@@ -34,7 +34,7 @@ TEST(MiniMaxSpeculative, InferactDraftConfigTapsTheDefaultM3Layers) {
                                       {"fc_norm", true},
                                       {"norm_output", true}},
                        "draft/config.json");
-  const Eagle3Config c = parse_eagle3_config(cfg, /*target_layers=*/60, AuxNumbering::Input);
+  const Eagle3Config c = parse_eagle3_config(cfg, /*target_layers=*/60, {.numbering = AuxNumbering::Input});
   EXPECT_EQ(c.aux_layers, (std::vector<int>{2, 30, 57}));
   EXPECT_TRUE(c.fc_norm);
   EXPECT_TRUE(c.norm_output);

@@ -92,7 +92,8 @@ TEST(Ttt, LossMatchesDirectComputation) {
   auto res = ttt_forward(m, b, 2, 0.8, d2t, in_draft);
 
   // Step 0 by hand: index t uses token t+1, is scored against the target at t+1, counted when
-  // loss_mask[t+1] is set and the target's argmax at t+1 is in the draft vocabulary.
+  // loss_mask[t] is set (TorchSpec/SpecForge's alignment) and the target's argmax at t+1 is in the
+  // draft vocabulary.
   torch::NoGradGuard ng;
   std::vector<torch::Tensor> keys, values;
   auto ids = torch::cat({b.ids.narrow(1, 1, T - 1), torch::zeros({B, 1}, torch::kLong)}, 1);
@@ -101,7 +102,7 @@ TEST(Ttt, LossMatchesDirectComputation) {
   for (int64_t i = 0; i < B; ++i)
     for (int64_t t = 0; t + 1 < T; ++t) {
       auto tl = b.target_logits[i][t + 1];
-      if (b.loss_mask[i][t + 1].item<float>() == 0 || !in_draft[tl.argmax().item<int64_t>()].item<bool>()) continue;
+      if (b.loss_mask[i][t].item<float>() == 0 || !in_draft[tl.argmax().item<int64_t>()].item<bool>()) continue;
       auto p = torch::softmax(tl.index_select(0, d2t), 0);
       auto lq = torch::log_softmax(logits[i][t], 0);
       total += -(p * lq).sum().item<double>();
@@ -114,6 +115,23 @@ TEST(Ttt, LossMatchesDirectComputation) {
   EXPECT_EQ(res.step_correct[0], correct);
   EXPECT_NEAR(res.loss.item<double>(), res.step_loss[0] + 0.8 * res.step_loss[1], 1e-5);
   EXPECT_LT(res.step_valid[1], res.step_valid[0] + 1);  // step 1 loses the last position
+}
+
+// TorchSpec and SpecForge score TTT index t (which predicts x_{t+2}) when loss_mask[t] is set; the
+// mask used to be shifted left by one, so each span's boundary positions differed. Positions whose
+// target lies past the sequence end are never scored.
+TEST(Ttt, LossMaskAlignedWithTorchSpec) {
+  TttBatch b;
+  b.loss_mask = torch::tensor({0.f, 0.f, 1.f, 1.f, 1.f, 0.f, 1.f, 1.f, 0.f}).view({1, 9});
+  b.valid = torch::tensor({1.f, 1.f, 1.f, 1.f, 1.f, 1.f, 1.f, 1.f, 0.f}).view({1, 9});  // one padding token
+  auto v = [](const torch::Tensor& t) {
+    auto c = t.reshape({-1}).contiguous();
+    return std::vector<float>(c.data_ptr<float>(), c.data_ptr<float>() + c.numel());
+  };
+  EXPECT_EQ(v(ttt_step_mask(b, 0)), (std::vector<float>{0, 0, 1, 1, 1, 0, 1, 0, 0}));  // index 7's target is padding
+  EXPECT_EQ(v(ttt_step_mask(b, 1)), (std::vector<float>{0, 1, 1, 1, 0, 1, 0, 0, 0}));
+  b.alignment = LossMaskAlignment::NextToken;
+  EXPECT_EQ(v(ttt_step_mask(b, 0)), (std::vector<float>{0, 1, 1, 1, 0, 1, 1, 0, 0}));
 }
 
 TEST(VocabMapping, TopTokensAscendingWithOffsets) {

@@ -203,6 +203,38 @@ TEST(Recipes, DraftInheritsTheTargetsRopeTheta) {
   for (int& j : top) j -= 1;
   EXPECT_EQ(nested, top);
   EXPECT_EQ(exported_theta("override", {"model.draft.rope_theta=10000"}), 10000.0);
+  EXPECT_EQ(exported["eaglet_training"]["loss_mask_alignment"], "torchspec");
+  EXPECT_EQ(exported["eaglet_training"]["rope_theta_from"], "target");
+  const auto overridden = nlohmann::json::parse(std::ifstream(f.dir.file("override") + "/export/config.json"));
+  EXPECT_EQ(overridden["eaglet_training"]["rope_theta_from"], "model.draft.rope_theta");
+}
+
+// A scaled target's RoPE (llama3, linear) is trained with and exported, as TorchSpec and SpecForge
+// inherit it; it used to be dropped with a warning (plain RoPE at the target's base).
+TEST(Recipes, DraftInheritsTheTargetsRopeScaling) {
+  TrainFixture f;
+  for (const nlohmann::json& scaling :
+       {nlohmann::json{{"rope_type", "llama3"}, {"factor", 8.0}, {"low_freq_factor", 1.0}, {"high_freq_factor", 4.0},
+                       {"original_max_position_embeddings", 64}},
+        nlohmann::json{{"type", "linear"}, {"factor", 2.0}}}) {
+    auto cfg = nlohmann::json::parse(std::ifstream(f.target + "/config.json"));
+    cfg["rope_scaling"] = scaling;
+    test::write_text(f.target + "/config.json", cfg.dump());
+    auto target = load_model(f.target);
+    const auto o = draft_module_options(f.config(f.dir.file("x")), target->config());
+    const Rope want = Rope::from_config(JsonConfig(cfg, "target"), target->config().head_dim);
+    EXPECT_EQ(o.rope_inv_freq, want.inv_freq) << scaling.dump();
+    EXPECT_EQ(o.rope_position_scale, want.position_scale) << scaling.dump();
+    const std::string out = f.dir.file(scaling.value("rope_type", "linear"));
+    run_training(f.config(out, {"training.steps=2"}));
+    const auto exported = nlohmann::json::parse(std::ifstream(out + "/export/config.json"));
+    EXPECT_EQ(exported["rope_scaling"], scaling);
+    // The engine reads the exported draft with the same frequencies the trainer used.
+    const JsonConfig ecfg = JsonConfig::load(out + "/export/config.json");
+    const Rope loaded = Rope::from_config(ecfg, ecfg.get_size("head_dim"));
+    EXPECT_EQ(loaded.inv_freq, o.rope_inv_freq);
+    EXPECT_EQ(loaded.position_scale, o.rope_position_scale);
+  }
 }
 
 // The main job end to end on a tiny target: training, widening target and draft (a small wide

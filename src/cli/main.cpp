@@ -71,6 +71,9 @@ void add_spec_options(CLI::App* cmd, SpecOptions* o) {
   cmd->add_option("--ngram-min", o->ngram_min, "n-gram lookup: shortest n tried")->check(CLI::Range(1, 64));
   cmd->add_option("--cost-model-cache", o->cost_model_cache,
                   "file caching the measured forward costs (default: ~/.cache/eaglet/cost_model.json; off = measure)");
+  cmd->add_option("--draft-semantics", o->draft_semantics,
+                  "what the draft's norm_output means: auto = vllm (vLLM, SGLang, speculators, TorchSpec, SpecForge "
+                  "since PR #879) | specforge-legacy (drafts trained with SpecForge PR #568 to #879)");
   cmd->add_option("--aux-numbering", o->aux_numbering,
                   "how the draft config numbers aux layers: auto (top-level ids as vLLM reads them, ids only under "
                   "eagle_config as SGLang does) | input (vLLM) | output (SGLang/SpecForge/TorchSpec)");

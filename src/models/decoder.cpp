@@ -41,28 +41,20 @@ void DecoderModel::load_weights() {
   final_norm_ = weights_.vector("model.norm.weight", H);
   cfg_.dtype_name = dtype_name(embed_.dtype);
   layers_.resize(size_t(cfg_.num_layers));
+  HfLayerSpec spec;
+  spec.in_width = spec.hidden = H;
+  spec.intermediate = I;
+  spec.head_dim = hd;
+  spec.q_dim = qd;
+  spec.kv_dim = kvd;
+  spec.qkv_bias = opts_.qkv_bias;
+  spec.qk_norm = opts_.qk_norm;
   for (int l = 0; l < cfg_.num_layers; ++l) {
-    const std::string p = "model.layers." + std::to_string(l) + ".";
-    auto& L = layers_[size_t(l)];
-    L.q = weights_.matrix(p + "self_attn.q_proj.weight", qd, H);
-    L.k = weights_.matrix(p + "self_attn.k_proj.weight", kvd, H);
-    L.v = weights_.matrix(p + "self_attn.v_proj.weight", kvd, H);
-    L.o = weights_.matrix(p + "self_attn.o_proj.weight", H, qd);
-    L.gate = weights_.matrix(p + "mlp.gate_proj.weight", I, H);
-    L.up = weights_.matrix(p + "mlp.up_proj.weight", I, H);
-    L.down = weights_.matrix(p + "mlp.down_proj.weight", H, I);
-    L.attn_norm = weights_.vector(p + "input_layernorm.weight", H);
-    L.mlp_norm = weights_.vector(p + "post_attention_layernorm.weight", H);
-    if (opts_.qkv_bias) {
-      L.q_bias = weights_.vector(p + "self_attn.q_proj.bias", qd);
-      L.k_bias = weights_.vector(p + "self_attn.k_proj.bias", kvd);
-      L.v_bias = weights_.vector(p + "self_attn.v_proj.bias", kvd);
-    }
-    if (opts_.qk_norm) {
-      L.q_norm = weights_.vector(p + "self_attn.q_norm.weight", hd);
-      L.k_norm = weights_.vector(p + "self_attn.k_norm.weight", hd);
-    }
-    cfg_.dtype_name = dtype_name(L.q.dtype);
+    layers_[size_t(l)] = read_hf_layer(
+        "model.layers." + std::to_string(l) + ".", spec,
+        [&](const std::string& n, int64_t rows, int64_t cols) { return weights_.matrix(n, rows, cols); },
+        [&](const std::string& n, int64_t len) { return weights_.vector(n, len); });
+    cfg_.dtype_name = dtype_name(layers_[size_t(l)].q.dtype);
   }
 }
 
@@ -165,8 +157,7 @@ std::unique_ptr<Model> load_decoder(const std::string& dir, const JsonConfig& cf
   opts.tie_embeddings = cfg.get_bool("tie_word_embeddings", false);
   WeightStore weights(std::make_shared<Checkpoint>(Checkpoint::open_dir(dir)));
   Rope rope = Rope::from_config(cfg, mc.head_dim);
-  mc.rope_theta = rope.theta;
-  mc.rope_scaling = rope.scaling;
+  mc.set_rope(rope);
   return std::make_unique<DecoderModel>(mc, opts, std::move(rope), std::move(weights));
 }
 }  // namespace eaglet

@@ -7,6 +7,7 @@
 #include "io/json_config.h"
 #include "models/attention.h"
 #include "models/batch_forward.h"
+#include "models/layer_weights.h"
 #include "models/model.h"
 #include "models/weights.h"
 
@@ -16,11 +17,6 @@ struct DecoderOptions {
   bool qkv_bias = false;      // Qwen2
   bool qk_norm = false;       // Qwen3: RMSNorm per head on q and k before RoPE
   bool tie_embeddings = false;
-};
-
-struct DecoderLayerWeights {
-  kernels::WeightView q, k, v, o, gate, up, down;
-  std::vector<float> attn_norm, mlp_norm, q_norm, k_norm, q_bias, k_bias, v_bias;
 };
 
 class DecoderModel : public Model {

@@ -10,111 +10,32 @@
 
 namespace eaglet {
 
-Eagle3Config parse_eagle3_config(const JsonConfig& top, int target_layers, AuxNumbering numbering) {
-  // speculators nests the Llama fields in transformer_layer_config; everything else is top-level.
-  const bool speculators = top.has("transformer_layer_config");
-  const JsonConfig layer = speculators ? top.sub("transformer_layer_config") : top;
-  Eagle3Config c;
-  c.hidden = layer.get_size("hidden_size");
-  c.intermediate = layer.get_size("intermediate_size");
-  c.num_heads = layer.get_size("num_attention_heads");
-  c.num_kv_heads = layer.get_size("num_key_value_heads", c.num_heads);
-  c.head_dim = layer.get_size("head_dim", c.hidden / c.num_heads);
-  c.vocab = layer.has("vocab_size") ? layer.get_size("vocab_size") : top.get_size("vocab_size");
-  c.rms_eps = parse_rms_norm_eps(layer);
-  c.attention_bias = layer.get_bool("attention_bias", false);
-  c.draft_vocab = top.get_size("draft_vocab_size", c.vocab);
-  c.target_hidden = top.get_size("target_hidden_size", c.hidden);
-  // vLLM reads the flavour flags from eagle_config first, then the top level.
-  const bool nested = top.has("eagle_config");
-  auto flag = [&](const char* key, bool fallback) {
-    if (nested && top.sub("eagle_config").has(key)) return top.sub("eagle_config").get_bool(key, fallback);
-    return top.get_bool(key, fallback);
-  };
-  c.norm_before_residual = flag("norm_before_residual", speculators);
-  c.norm_before_fc = flag("norm_before_fc", false);
-  c.fc_norm = flag("fc_norm", false);
-  c.norm_output = flag("norm_output", false);
-  const int layers = layer.get_size("num_hidden_layers", 1);
-  EAGLET_CHECK(layers == 1, "{}: num_hidden_layers is {}; eaglet runs one-layer EAGLE-3 drafts (a deeper draft would "
-               "run with only its first layer)", top.where(), layers);
-  const std::string layer_type = layer.get_string("model_type", "llama");
-  EAGLET_CHECK(layer_type == "llama" || layer_type == "eagle3" || layer_type == "speculators",
-               "{}: model_type '{}': eaglet runs EAGLE-3 drafts with Llama decoder layers (a '{}' layer has other "
-               "tensors and math)", layer.where(), layer_type, layer_type);
-  EAGLET_CHECK(c.hidden > 0 && c.num_heads > 0 && c.num_kv_heads > 0 && c.num_heads % c.num_kv_heads == 0,
-               "{}: bad draft attention shape (hidden {}, heads {}, kv heads {})", top.where(), c.hidden, c.num_heads,
-               c.num_kv_heads);
-  EAGLET_CHECK(c.vocab > 0 && c.draft_vocab > 0, "{}: vocab_size and draft_vocab_size must be positive", top.where());
-  EAGLET_CHECK(c.draft_vocab <= c.vocab, "{}: draft_vocab_size {} is larger than vocab_size {}", top.where(),
-               c.draft_vocab, c.vocab);
-
-  std::vector<int64_t> ids;
-  std::string source = "default (2, L/2, L-3)";
-  if (top.has("eagle_aux_hidden_state_layer_ids")) {
-    ids = top.get_int_list("eagle_aux_hidden_state_layer_ids");
-    source = "config eagle_aux_hidden_state_layer_ids";
-  } else if (top.has("eagle_config") && top.sub("eagle_config").has("eagle_aux_hidden_state_layer_ids")) {
-    ids = top.sub("eagle_config").get_int_list("eagle_aux_hidden_state_layer_ids");
-    source = "config eagle_config.eagle_aux_hidden_state_layer_ids";
-  }
-  const bool nested_only = source.find("eagle_config.") != std::string::npos;
-  if (ids.empty()) {
-    ids = {2, target_layers / 2, target_layers - 3};
-  } else if (numbering == AuxNumbering::Output || (numbering == AuxNumbering::Auto && nested_only && ids[0] == 1)) {
-    for (auto& i : ids) i += 1;  // "output of layer i" is the input of layer i + 1
-    source += numbering == AuxNumbering::Output ? " (output-of-layer numbering, +1)"
-                                                : " (first id 1: output-of-layer numbering as SGLang reads it, +1)";
-  }
-  EAGLET_CHECK(ids.size() == 3, "{}: expected 3 aux hidden-state layer ids, got {}", top.where(), ids.size());
-  for (auto i : ids)
-    EAGLET_CHECK(i >= 0 && i <= target_layers, "{}: aux layer id {} is outside the target's layers [0, {}]",
-                 top.where(), i, target_layers);
-  for (auto i : ids) c.aux_layers.push_back(int(i));
-  std::sort(c.aux_layers.begin(), c.aux_layers.end());
-  spdlog::info("EAGLE-3 draft taps the target's residual stream entering layers {}, {}, {} ({})", c.aux_layers[0],
-               c.aux_layers[1], c.aux_layers[2], source);
-  return c;
-}
-
-nlohmann::json eagle_config_for_export(const std::vector<int>& aux) {
-  nlohmann::json c = {{"use_aux_hidden_state", true}};
-  if (std::all_of(aux.begin(), aux.end(), [](int j) { return j >= 1; })) {
-    std::vector<int> out;
-    for (int j : aux) out.push_back(j - 1);
-    c["eagle_aux_hidden_state_layer_ids"] = out;
-  }
-  return c;
-}
-
-bool eagle3_layer_tensor(const std::string& name) {
-  return name.starts_with("self_attn.") || name.starts_with("mlp.") || name.ends_with("layernorm.weight") ||
-         name == "hidden_norm.weight";
-}
-
-std::unique_ptr<Eagle3Draft> Eagle3Draft::load(const std::string& path, const Model& target, AuxNumbering numbering,
-                                              bool allow_unused_tensors) {
+std::unique_ptr<Eagle3Draft> Eagle3Draft::load(const std::string& path, const Model& target,
+                                              const Eagle3LoadOptions& opts) {
   if (is_gguf_path(path)) return load_gguf(path, target);
   const std::string& dir = path;
   JsonConfig cfg = JsonConfig::load(dir + "/config.json");
-  Eagle3Config c = parse_eagle3_config(cfg, target.config().num_layers, numbering);
+  Eagle3Config c = parse_eagle3_config(cfg, target.config().num_layers, opts);
   auto ckpt = std::make_shared<Checkpoint>(Checkpoint::open_dir(dir));
+  // vLLM renames midlayer.* (EAGLE, SpecForge, TorchSpec) to layers.0.*; later layers are layers.i.*.
   c.key_prefix = ckpt->has("midlayer.self_attn.q_proj.weight") ? "midlayer." : "layers.0.";
   if (!ckpt->has(c.key_prefix + "self_attn.q_proj.weight"))
     fail("{}: missing tensor 'midlayer.self_attn.q_proj.weight' (or 'layers.0.self_attn.q_proj.weight')", dir);
-  const JsonConfig layer = cfg.has("transformer_layer_config") ? cfg.sub("transformer_layer_config") : cfg;
-  auto draft = std::make_unique<Eagle3Draft>(c, Rope::from_config(layer, c.head_dim), WeightStore(ckpt), target);
-  // A tensor the resolved flavour never reads means a flavour eaglet does not know (a Qwen3 layer's
-  // q_norm, a second layer, ...): running without it would be silently wrong.
+  auto draft = std::make_unique<Eagle3Draft>(c, Rope::from_config(eagle3_layer_config(cfg), c.head_dim),
+                                             WeightStore(ckpt), target);
+  // A tensor the resolved flavour never reads means a flavour eaglet does not know (a second
+  // layer, an MLA projection, ...): running without it would be silently wrong.
   std::vector<std::string> unused;
   for (const std::string& n : ckpt->names())
     if (!draft->used_.count(n) && n != "t2d") unused.push_back(n);  // t2d: a mask vLLM does not read either
   if (!unused.empty()) {
-    const std::string msg = fmt::format("{}: tensor '{}'{} is not used by this draft's flavour", dir, unused[0],
-                                        unused.size() > 1 ? fmt::format(" (and {} more)", unused.size() - 1) : "");
-    if (!allow_unused_tensors) fail("{}; --allow-unused-draft-tensors loads it anyway", msg);
+    const std::string msg = fmt::format("{}: tensor '{}'{} is not used by this draft's flavour ({})", dir, unused[0],
+                                        unused.size() > 1 ? fmt::format(" (and {} more)", unused.size() - 1) : "",
+                                        draft->cfg_.describe());
+    if (!opts.allow_unused_tensors) fail("{}; --allow-unused-draft-tensors loads it anyway", msg);
     spdlog::warn("{} (loaded anyway: --allow-unused-draft-tensors)", msg);
   }
+  spdlog::info("EAGLE-3 draft {}: {}", dir, draft->cfg_.describe());
   return draft;
 }
 
@@ -128,15 +49,14 @@ Eagle3Draft::Eagle3Draft(Eagle3Config cfg, Rope rope, WeightStore weights, const
   weights_ = std::move(weights);
   Eagle3TensorSource src;
   src.where = weights_.checkpoint().where();
-  auto key = [&](const std::string& name) { return eagle3_layer_tensor(name) ? cfg_.key_prefix + name : name; };
-  src.has = [&](const std::string& name) { return weights_.has(key(name)); };
+  src.has = [&](const std::string& name) { return weights_.has(name); };
   src.matrix = [&](const std::string& name, int64_t rows, int64_t cols) {
-    used_.insert(key(name));
-    return weights_.matrix(key(name), rows, cols);
+    used_.insert(name);
+    return weights_.matrix(name, rows, cols);
   };
   src.vector = [&](const std::string& name, int64_t n) {
-    used_.insert(key(name));
-    return weights_.vector(key(name), n);
+    used_.insert(name);
+    return weights_.vector(name, n);
   };
   src.d2t = [&](int64_t n) {
     used_.insert("d2t");
@@ -156,23 +76,26 @@ void Eagle3Draft::load_weights(const Eagle3TensorSource& src) {
   EAGLET_CHECK(Ht == tc.hidden, "{}: draft target_hidden_size {} differs from the target's hidden size {}", where, Ht,
                tc.hidden);
   fc_ = src.matrix("fc.weight", H, 3 * Ht);
-  q_ = src.matrix("self_attn.q_proj.weight", qd, 2 * H);
-  k_ = src.matrix("self_attn.k_proj.weight", kvd, 2 * H);
-  v_ = src.matrix("self_attn.v_proj.weight", kvd, 2 * H);
-  o_ = src.matrix("self_attn.o_proj.weight", H, qd);
-  gate_ = src.matrix("mlp.gate_proj.weight", I, H);
-  up_ = src.matrix("mlp.up_proj.weight", I, H);
-  down_ = src.matrix("mlp.down_proj.weight", H, I);
-  input_ln_ = src.vector("input_layernorm.weight", H);
-  hidden_norm_ = src.vector("hidden_norm.weight", H);
-  post_ln_ = src.vector("post_attention_layernorm.weight", H);
-  norm_ = src.vector("norm.weight", H);
-  if (cfg_.attention_bias) {  // vLLM's Llama layer then has an o_proj bias too
-    q_bias_ = src.vector("self_attn.q_proj.bias", qd);
-    k_bias_ = src.vector("self_attn.k_proj.bias", kvd);
-    v_bias_ = src.vector("self_attn.v_proj.bias", kvd);
-    o_bias_ = src.vector("self_attn.o_proj.bias", H);
+  HfLayerSpec spec;
+  spec.hidden = H;
+  spec.intermediate = I;
+  spec.head_dim = hd;
+  spec.q_dim = qd;
+  spec.kv_dim = kvd;
+  spec.qkv_bias = cfg_.attention_bias;
+  // vLLM's Llama layer has an o_proj bias with attention_bias; its Qwen3 layer never does.
+  spec.o_bias = cfg_.attention_bias && cfg_.layer == Eagle3Layer::Llama;
+  spec.qk_norm = cfg_.layer == Eagle3Layer::Qwen3;
+  for (int i = 0; i < cfg_.num_layers; ++i) {
+    const std::string p = i == 0 ? cfg_.key_prefix : "layers." + std::to_string(i) + ".";
+    spec.in_width = i == 0 ? 2 * H : H;
+    layers_.push_back(read_hf_layer(p, spec, src.matrix, src.vector));
+    if (i == 0) hidden_norm_ = src.vector(p + "hidden_norm.weight", H);
+    // vLLM builds a hidden_norm in every layer but only the first applies it: a later layer's is
+    // read (so strict loading accepts it) and never used.
+    else if (src.has(p + "hidden_norm.weight")) src.vector(p + "hidden_norm.weight", H);
   }
+  norm_ = src.vector("norm.weight", H);
   if (cfg_.norm_before_fc) input_norm_ = src.vector("input_norm.weight", 3 * Ht);
   if (cfg_.fc_norm)
     for (int i = 0; i < 3; ++i) fc_norms_[i] = src.vector("fc_norm." + std::to_string(i) + ".weight", Ht);
@@ -184,7 +107,9 @@ void Eagle3Draft::load_weights(const Eagle3TensorSource& src) {
                  tc.vocab, tc.hidden);
     lm_head_ = target_.lm_head();
   }
+  cfg_.resolved.emplace_back("lm_head", lm_head_.data == target_.lm_head().data ? "target's" : "own");
   own_embed_ = src.has("embed_tokens.weight");
+  cfg_.resolved.emplace_back("embed_tokens", own_embed_ ? "own" : "target's");
   if (own_embed_) embed_ = src.matrix("embed_tokens.weight", cfg_.vocab, H);
   else
     EAGLET_CHECK(H == tc.hidden, "{}: no 'embed_tokens.weight' and the target's embedding width {} differs from the "
@@ -202,12 +127,14 @@ void Eagle3Draft::load_weights(const Eagle3TensorSource& src) {
 }
 
 KvCacheShape Eagle3Draft::kv_shape(int64_t num_blocks, int block_size) const {
-  return KvCacheShape{1, cfg_.num_kv_heads, cfg_.head_dim, block_size, num_blocks};
+  return KvCacheShape{cfg_.num_layers, cfg_.num_kv_heads, cfg_.head_dim, block_size, num_blocks};
 }
 
 size_t Eagle3Draft::weight_bytes() const {
-  return fc_.nbytes() + q_.nbytes() + k_.nbytes() + v_.nbytes() + o_.nbytes() + gate_.nbytes() + up_.nbytes() +
-         down_.nbytes() + lm_head_.nbytes();
+  size_t n = fc_.nbytes() + lm_head_.nbytes();
+  for (const DecoderLayerWeights& l : layers_)
+    n += l.q.nbytes() + l.k.nbytes() + l.v.nbytes() + l.o.nbytes() + l.gate.nbytes() + l.up.nbytes() + l.down.nbytes();
+  return n;
 }
 
 void Eagle3Draft::fuse_aux(ThreadPool& pool, const float* aux, int64_t n, float* g) const {
@@ -226,8 +153,7 @@ void Eagle3Draft::fuse_aux(ThreadPool& pool, const float* aux, int64_t n, float*
 void Eagle3Draft::forward(ThreadPool& pool, KvCache& cache, const std::vector<Eagle3Rows>& chunks, const float* g,
                           float* next_g, std::vector<float>* logits, bool all_logits) const {
   auto act = scratch_.lease();
-  const int64_t H = cfg_.hidden, I = cfg_.intermediate, hd = cfg_.head_dim;
-  const int64_t qd = cfg_.num_heads * hd, kvd = cfg_.num_kv_heads * hd;
+  const int64_t H = cfg_.hidden;
   std::vector<TokenSlot>& slots = act->slots;
   std::vector<int>& tokens = act->tokens;
   slots.clear();
@@ -249,56 +175,76 @@ void Eagle3Draft::forward(ThreadPool& pool, KvCache& cache, const std::vector<Ea
     }
   }
   const int64_t T = int64_t(tokens.size());
-  // x = [input_layernorm(embed(token)), hidden_norm(g)], embedding first.
+  // Layer 0 reads x = [input_layernorm(embed(token)), hidden_norm(g)], embedding first.
   float* x = act->x.get(T * 2 * H);
   float* e = act->e.get(T * H);
   float* residual = act->residual.get(T * H);
+  const DecoderLayerWeights& first = layers_[0];
   if (own_embed_) kernels::embedding_rows(embed_, tokens.data(), T, e);
   else target_.embed(tokens.data(), T, e);
   for (int64_t t = 0; t < T; ++t) {
-    kernels::rmsnorm(e + t * H, input_ln_.data(), cfg_.rms_eps, x + t * 2 * H, H);
+    kernels::rmsnorm(e + t * H, first.attn_norm.data(), cfg_.rms_eps, x + t * 2 * H, H);
     float* h = x + t * 2 * H + H;
     kernels::rmsnorm(g + t * H, hidden_norm_.data(), cfg_.rms_eps, h, H);
     std::memcpy(residual + t * H, cfg_.norm_before_residual ? h : g + t * H, size_t(H) * sizeof(float));
   }
-  float* q = act->q.get(T * qd);
-  float* k = act->k.get(T * kvd);
-  float* v = act->v.get(T * kvd);
-  float* attn = act->attn.get(T * qd);
-  float* tmp = act->tmp.get(T * H);
-  kernels::matmul(pool, x, T, q_, q, q_bias_.empty() ? nullptr : q_bias_.data());
-  kernels::matmul(pool, x, T, k_, k, k_bias_.empty() ? nullptr : k_bias_.data());
-  kernels::matmul(pool, x, T, v_, v, v_bias_.empty() ? nullptr : v_bias_.data());
-  apply_rope(rope_, slots, attn_, q, k);
-  store_kv(cache, 0, slots, attn_, k, v);
-  paged_attention(pool, cache, 0, slots, attn_, q, attn);
-  for (auto& c : chunks) cache.commit(c.seq, int64_t(c.tokens.size()));
-  kernels::matmul(pool, attn, T, o_, tmp, o_bias_.empty() ? nullptr : o_bias_.data());
   float* out = next_g;
-  for (int64_t i = 0; i < T * H; ++i) out[i] = residual[i] + tmp[i];
-  float* hn = act->hn.get(T * H);
-  float* gt = act->gate.get(T * I);
-  float* up = act->up.get(T * I);
-  kernels::rmsnorm_rows(out, T, H, post_ln_.data(), cfg_.rms_eps, hn);
-  kernels::matmul_gated(pool, hn, T, gate_, up_, gt, up);
-  kernels::matmul(pool, gt, T, down_, tmp);
-  kernels::add(out, tmp, T * H);
+  layer_forward(pool, cache, 0, slots, x, 2 * H, residual, out, *act);
+  for (int i = 1; i < cfg_.num_layers; ++i) {
+    kernels::rmsnorm_rows(out, T, H, layers_[size_t(i)].attn_norm.data(), cfg_.rms_eps, x);
+    layer_forward(pool, cache, i, slots, x, H, out, out, *act);
+  }
+  for (auto& c : chunks) cache.commit(c.seq, int64_t(c.tokens.size()));
 
   int64_t num_rows = 0;
   for (auto& c : chunks) num_rows += all_logits ? int64_t(c.tokens.size()) : !c.tokens.empty();
   float* normed = act->normed.get(T * H);
   float* sel = act->sel.get(num_rows * H);
   kernels::rmsnorm_rows(out, T, H, norm_.data(), cfg_.rms_eps, normed);
+  const float* head_in = cfg_.lm_head_reads_norm() ? normed : out;  // out: SpecForge-legacy without norm_output
   int64_t base = 0, r = 0;
   for (auto& c : chunks) {
     const int64_t n = int64_t(c.tokens.size());
     for (int64_t i = all_logits ? 0 : std::max<int64_t>(n - 1, 0); i < n; ++i, ++r)
-      std::memcpy(sel + r * H, normed + (base + i) * H, size_t(H) * sizeof(float));
+      std::memcpy(sel + r * H, head_in + (base + i) * H, size_t(H) * sizeof(float));
     base += n;
   }
   logits->resize(size_t(num_rows) * size_t(cfg_.draft_vocab));
   kernels::matmul(pool, sel, num_rows, lm_head_, logits->data());
-  if (cfg_.norm_output) std::memcpy(out, normed, size_t(T * H) * sizeof(float));
+  if (cfg_.feeds_back_norm()) std::memcpy(out, normed, size_t(T * H) * sizeof(float));
+}
+
+void Eagle3Draft::layer_forward(ThreadPool& pool, KvCache& cache, int index, const std::vector<TokenSlot>& slots,
+                                const float* x, int64_t in_width, const float* residual, float* out,
+                                Scratch& act) const {
+  const DecoderLayerWeights& l = layers_[size_t(index)];
+  const int64_t T = int64_t(slots.size()), H = cfg_.hidden, I = cfg_.intermediate, hd = cfg_.head_dim;
+  const int64_t qd = cfg_.num_heads * hd, kvd = cfg_.num_kv_heads * hd;
+  EAGLET_CHECK(l.q.cols == in_width, "draft layer {}: input width {} != {}", index, in_width, l.q.cols);
+  float* q = act.q.get(T * qd);
+  float* k = act.k.get(T * kvd);
+  float* v = act.v.get(T * kvd);
+  float* attn = act.attn.get(T * qd);
+  float* tmp = act.tmp.get(T * H);
+  kernels::matmul(pool, x, T, l.q, q, l.q_bias.empty() ? nullptr : l.q_bias.data());
+  kernels::matmul(pool, x, T, l.k, k, l.k_bias.empty() ? nullptr : l.k_bias.data());
+  kernels::matmul(pool, x, T, l.v, v, l.v_bias.empty() ? nullptr : l.v_bias.data());
+  if (!l.q_norm.empty()) {  // Qwen3 layer: RMSNorm over each head's q and k, before RoPE
+    kernels::rmsnorm_rows(q, T * cfg_.num_heads, hd, l.q_norm.data(), cfg_.rms_eps, q);
+    kernels::rmsnorm_rows(k, T * cfg_.num_kv_heads, hd, l.k_norm.data(), cfg_.rms_eps, k);
+  }
+  apply_rope(rope_, slots, attn_, q, k);
+  store_kv(cache, index, slots, attn_, k, v);
+  paged_attention(pool, cache, index, slots, attn_, q, attn);
+  kernels::matmul(pool, attn, T, l.o, tmp, l.o_bias.empty() ? nullptr : l.o_bias.data());
+  for (int64_t i = 0; i < T * H; ++i) out[i] = residual[i] + tmp[i];
+  float* hn = act.hn.get(T * H);
+  float* gt = act.gate.get(T * I);
+  float* up = act.up.get(T * I);
+  kernels::rmsnorm_rows(out, T, H, l.mlp_norm.data(), cfg_.rms_eps, hn);
+  kernels::matmul_gated(pool, hn, T, l.gate, l.up, gt, up);
+  kernels::matmul(pool, gt, T, l.down, tmp);
+  kernels::add(out, tmp, T * H);
 }
 
 }  // namespace eaglet

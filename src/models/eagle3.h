@@ -12,34 +12,13 @@
 
 #include "io/json_config.h"
 #include "models/attention.h"
+#include "models/eagle3_config.h"
+#include "models/layer_weights.h"
 #include "models/model.h"
 #include "models/scratch.h"
 #include "models/weights.h"
 
 namespace eaglet {
-
-// How aux-layer ids in a draft config are numbered.
-enum class AuxNumbering {
-  Input,   // vLLM / EAGLE / speculators / llama.cpp: id j = residual stream entering layer j
-  Output,  // SGLang / SpecForge / TorchSpec: id i = output of layer i (= our i + 1)
-  // As the servers decide: top-level ids as vLLM reads them (Input); ids found only under
-  // eagle_config as SGLang reads them since PR #25454 (Output when the first id is 1, else Input).
-  Auto,
-};
-
-struct Eagle3Config {
-  int hidden = 0, target_hidden = 0, intermediate = 0;
-  int num_heads = 0, num_kv_heads = 0, head_dim = 0;
-  int vocab = 0, draft_vocab = 0;
-  float rms_eps = 1e-6f;
-  bool norm_before_residual = false;
-  bool norm_before_fc = false;  // input_norm over the 3*Ht concatenation
-  bool fc_norm = false;         // EAGLE-3.1: one RMSNorm per aux chunk
-  bool norm_output = false;     // EAGLE-3.1: next g = norm(out)
-  bool attention_bias = false;
-  std::vector<int> aux_layers;  // eaglet (vLLM "input of layer") numbering, ascending
-  std::string key_prefix;       // "midlayer." or "layers.0."
-};
 
 struct Eagle3Rows {
   SeqId seq;
@@ -49,26 +28,26 @@ struct Eagle3Rows {
   std::vector<TokenSlot> slots = {};
 };
 
-// The draft's tensors by their Hugging Face names (without the layer prefix), wherever they are
-// stored: a safetensors checkpoint, or a GGUF file whose names the loader translates.
+// The draft's tensors by their checkpoint names (layer tensors under the config's key_prefix for
+// layer 0, "layers.i." for later ones), wherever they are stored: a safetensors checkpoint, or a
+// GGUF file whose names the loader translates.
 struct Eagle3TensorSource {
   std::string where;
   std::function<bool(const std::string&)> has;
-  std::function<kernels::WeightView(const std::string&, int64_t rows, int64_t cols)> matrix;
-  std::function<std::vector<float>(const std::string&, int64_t n)> vector;
+  MatrixReader matrix;
+  VectorReader vector;
   std::function<std::vector<int64_t>(int64_t n)> d2t;  // offsets: target id - draft id
 };
 
 class Eagle3Draft {
  public:
   // `path`: a Hugging Face directory, or a `.gguf` file made by llama.cpp's converter (architecture
-  // `eagle3`, aux ids in its "input of layer" numbering, so `numbering` does not apply). `target`
-  // supplies embed_tokens / lm_head when the draft has none, and its layer count for the default
-  // aux ids. `numbering` says how the config's aux ids are counted.
-  // A checkpoint tensor the resolved flavour does not read is an error naming it, unless
-  // `allow_unused_tensors` (then a warning).
+  // `eagle3`, aux ids in its "input of layer" numbering, so `opts.numbering` does not apply).
+  // `target` supplies embed_tokens / lm_head when the draft has none, and its layer count for the
+  // default aux ids. A checkpoint tensor the resolved flavour does not read is an error naming it,
+  // unless `opts.allow_unused_tensors` (then a warning). Logs the resolved flavour in one line.
   static std::unique_ptr<Eagle3Draft> load(const std::string& path, const Model& target,
-                                           AuxNumbering numbering = AuxNumbering::Auto, bool allow_unused_tensors = false);
+                                           const Eagle3LoadOptions& opts = {});
   static std::unique_ptr<Eagle3Draft> load_gguf(const std::string& path, const Model& target);
   // For tests and the trainer's export check: built from an already-parsed config and weights.
   Eagle3Draft(Eagle3Config cfg, Rope rope, WeightStore weights, const Model& target);
@@ -95,10 +74,12 @@ class Eagle3Draft {
   Rope rope_;
   WeightStore weights_;
   const Model& target_;
-  kernels::WeightView fc_, q_, k_, v_, o_, gate_, up_, down_, lm_head_, embed_;
+  kernels::WeightView fc_, lm_head_, embed_;
   bool own_embed_ = false;
-  std::vector<float> input_ln_, hidden_norm_, post_ln_, norm_, input_norm_, fc_norms_[3];
-  std::vector<float> q_bias_, k_bias_, v_bias_, o_bias_;
+  // Layer 0 reads [input_layernorm(embedding), hidden_norm(g)] (2H wide); later layers are plain
+  // decoder layers over the residual stream (H wide), as vLLM runs them.
+  std::vector<DecoderLayerWeights> layers_;
+  std::vector<float> hidden_norm_, norm_, input_norm_, fc_norms_[3];
   std::set<std::string> used_;  // checkpoint tensors load_weights read (strict loading)
   std::vector<int64_t> d2t_;
   AttentionShape attn_;
@@ -108,19 +89,10 @@ class Eagle3Draft {
     std::vector<int> tokens;
   };
   mutable ScratchPool<Scratch> scratch_;
+  // Layer `index` over T rows: out = residual + attention(x [T, in_width]), then out += mlp(out).
+  // `residual` may be `out`.
+  void layer_forward(ThreadPool& pool, KvCache& cache, int index, const std::vector<TokenSlot>& slots, const float* x,
+                     int64_t in_width, const float* residual, float* out, Scratch& act) const;
 };
-
-// Whether a Hugging Face tensor name (without prefix) belongs to the decoder layer
-// ("midlayer." / "layers.0." in checkpoints, "blk.0." in GGUF) rather than to the draft as a whole.
-bool eagle3_layer_tensor(const std::string& name);
-
-// Parses a draft config.json (either flavour); exposed for tests.
-Eagle3Config parse_eagle3_config(const JsonConfig& cfg, int target_layers, AuxNumbering numbering);
-// The `eagle_config` object an exported draft carries for SGLang: vLLM reads the top-level ids
-// ("entering layer j"); SGLang reads these, adding one to every id in old versions and, since
-// PR #25454, only when the first id is 1. Output-numbered ids (j - 1) satisfy both for the usual
-// taps (first entering layer 2); ids that include the embeddings (0) cannot be written that way
-// and are left out.
-nlohmann::json eagle_config_for_export(const std::vector<int>& aux_layers);
 
 }  // namespace eaglet

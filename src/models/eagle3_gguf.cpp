@@ -18,8 +18,10 @@ namespace eaglet {
 
 namespace {
 
-// The GGUF name of a draft tensor's Hugging Face name (layer tensors without their prefix).
-std::string gguf_name(const std::string& hf) {
+// The GGUF name of a draft tensor's Hugging Face name (layer tensors under the "blk.0." prefix the
+// loader gives them).
+std::string gguf_name(std::string hf) {
+  if (hf.starts_with("blk.0.")) hf.erase(0, 6);
   static const std::pair<const char*, const char*> kNames[] = {
       {"self_attn.q_proj.weight", "blk.0.attn_q.weight"},
       {"self_attn.k_proj.weight", "blk.0.attn_k.weight"},
@@ -76,7 +78,7 @@ std::unique_ptr<Eagle3Draft> Eagle3Draft::load_gguf(const std::string& path, con
   const std::string arch = file->metadata().value("general.architecture", "");
   if (arch != "eagle3") fail("{}: GGUF architecture '{}' is not an EAGLE-3 draft ('eagle3')", path, arch);
   const JsonConfig cfg(draft_config(*file), path + " (GGUF metadata)");
-  Eagle3Config c = parse_eagle3_config(cfg, target.config().num_layers, AuxNumbering::Input);
+  Eagle3Config c = parse_eagle3_config(cfg, target.config().num_layers, {.numbering = AuxNumbering::Input});
   c.key_prefix = "blk.0.";
   std::unique_ptr<Eagle3Draft> d(new Eagle3Draft(c, Rope::from_config(cfg, c.head_dim), target, Unloaded{}));
   GgufWeights w(file, &d->weights_);
@@ -84,9 +86,9 @@ std::unique_ptr<Eagle3Draft> Eagle3Draft::load_gguf(const std::string& path, con
   src.where = path;
   src.has = [&](const std::string& name) { return w.has(gguf_name(name)); };
   src.matrix = [&](const std::string& name, int64_t rows, int64_t cols) {
-    const int heads = name == "self_attn.q_proj.weight"   ? c.num_heads
-                      : name == "self_attn.k_proj.weight" ? c.num_kv_heads
-                                                          : 0;
+    const int heads = name == "blk.0.self_attn.q_proj.weight"   ? c.num_heads
+                      : name == "blk.0.self_attn.k_proj.weight" ? c.num_kv_heads
+                                                                : 0;
     return w.matrix(gguf_name(name), rows, cols, heads);
   };
   src.vector = [&](const std::string& name, int64_t n) { return w.vector(gguf_name(name), n); };

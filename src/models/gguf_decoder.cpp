@@ -102,8 +102,7 @@ std::unique_ptr<Model> load_gguf_model(const std::string& path) {
   mc.dtype_name = file_type_name(*file);
   const std::vector<float> final_norm = w.vector("output_norm.weight", H);
   Rope rope = Rope::from_config(cfg, int(hd));
-  mc.rope_theta = rope.theta;
-  mc.rope_scaling = rope.scaling;
+  mc.set_rope(rope);
   return std::make_unique<DecoderModel>(mc, opts, std::move(rope), std::move(store), embed, lm_head, final_norm,
                                         std::move(layers));
 }

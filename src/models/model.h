@@ -7,6 +7,7 @@
 
 #include "cache/kv_cache.h"
 #include "kernels/ops.h"
+#include "models/rope.h"
 
 namespace eaglet {
 
@@ -21,8 +22,15 @@ struct ModelConfig {
   int bos_token = -1;
   std::vector<int> eos_tokens;
   std::string dtype_name;  // storage dtype of the big matrices, for logs and benchmarks
-  double rope_theta = 10000.0;       // RoPE base and scaling type, which a draft trained for the
-  std::string rope_scaling = "default";  // model inherits (TorchSpec / SpecForge do)
+  // RoPE base and scaling, which a draft trained for the model inherits (TorchSpec / SpecForge do).
+  double rope_theta = 10000.0;
+  std::string rope_scaling = "default";  // type
+  nlohmann::json rope_scaling_config;    // the rope_scaling object (null: none)
+  void set_rope(const Rope& r) {
+    rope_theta = r.theta;
+    rope_scaling = r.scaling;
+    rope_scaling_config = r.scaling_config;
+  }
 };
 
 // One sequence's share of a forward: `tokens` are appended at the sequence's current KV length.

@@ -44,6 +44,8 @@ Rope Rope::from_config(const JsonConfig& cfg, int head_dim) {
   std::string type = sc.get_string("rope_type", sc.get_string("type", "default"));
   if (type == "default") return r;
   r.scaling = type;
+  r.scaling_config = sc.raw();
+  for (const char* k : {"rope_theta", "partial_rotary_factor"}) r.scaling_config.erase(k);  // v5 keeps them here
   if (type != "linear" && type != "llama3")
     fail("{}: unsupported rope_scaling type '{}' (supported: default, linear, llama3)", sc.where(), type);
   const double factor = sc.get_double("factor");

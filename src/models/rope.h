@@ -14,6 +14,7 @@ struct Rope {
   float position_scale = 1.0f;   // "linear" scaling divides positions
   double theta = 10000.0;        // as configured (drafts trained for this target inherit it)
   std::string scaling = "default";  // rope_scaling type
+  nlohmann::json scaling_config;    // the rope_scaling object as read (null for default), for drafts to inherit
 
   // Reads rope_theta, rope_scaling and partial_rotary_factor/rotary_dim from a model config.
   static Rope from_config(const JsonConfig& cfg, int head_dim);

@@ -297,6 +297,8 @@ void widen_eagle3(const std::string& draft_dir, const std::string& wide_target_d
   if (dc.has("transformer_layer_config"))
     fail("{}: transformer_layer_config: speculators-format drafts are not widened; export the draft as "
          "LlamaForCausalLMEagle3", dpath);
+  if (dc.get_size("num_hidden_layers", 1) != 1)
+    fail("{}: num_hidden_layers {}: widening takes one-layer drafts", dpath, dc.get_size("num_hidden_layers", 1));
   if (!tc.has("widened_from")) fail("{}: no widened_from: widen the target with `eaglet widen` first", tpath);
   const JsonConfig wf = tc.sub("widened_from");
   const int d = dc.get_size("hidden_size");
@@ -379,7 +381,7 @@ void widen_eagle3(const std::string& draft_dir, const std::string& wide_target_d
   // entering original layer j is entering wide layer live[j]; written back in both places the way
   // the trainer's export writes them.
   std::vector<int> new_ids;
-  for (int j : parse_eagle3_config(dc, wf.get_size("num_hidden_layers"), AuxNumbering::Auto).aux_layers)
+  for (int j : parse_eagle3_config(dc, wf.get_size("num_hidden_layers")).aux_layers)
     new_ids.push_back(live[size_t(j)]);
   fs::create_directories(out_dir);
   json c = dc.raw();

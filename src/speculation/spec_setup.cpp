@@ -58,7 +58,8 @@ void apply_speculative_config(SpecOptions& o, const std::string& text) {
     return j[key].get<int>();
   };
   static const char* kKeys[] = {"method", "model", "num_speculative_tokens", "prompt_lookup_max",
-                                "prompt_lookup_min", "draft_tensor_parallel_size", "draft_shape", "aux_numbering"};
+                                "prompt_lookup_min", "draft_tensor_parallel_size", "draft_shape", "aux_numbering",
+                                "draft_semantics"};
   for (auto it = j.begin(); it != j.end(); ++it)
     EAGLET_CHECK(std::find_if(std::begin(kKeys), std::end(kKeys), [&](const char* k) { return it.key() == k; }) !=
                      std::end(kKeys),
@@ -78,6 +79,7 @@ void apply_speculative_config(SpecOptions& o, const std::string& text) {
     num("draft_tensor_parallel_size", 1, 1);  // the draft runs in the target's process, on its threads
   if (j.contains("draft_shape")) o.draft_shape = str("draft_shape");
   if (j.contains("aux_numbering")) o.aux_numbering = str("aux_numbering");
+  if (j.contains("draft_semantics")) o.draft_semantics = str("draft_semantics");
 }
 
 void SpecSetup::register_proposer(const std::string& name, bool needs_draft, bool trees, ProposerFactory make) {
@@ -101,15 +103,18 @@ SpecSetup::SpecSetup(const SpecOptions& opts, const Model& target) : opts_(opts)
     fail("--spec-method must be one of {} (got '{}')", fmt::join(methods(), ", "), method_);
   if (opts.aux_numbering != "auto" && opts.aux_numbering != "input" && opts.aux_numbering != "output")
     fail("--aux-numbering must be 'auto', 'input' or 'output' (got '{}')", opts.aux_numbering);
+  parse_draft_semantics(opts.draft_semantics);  // checked before any loading
   const std::string shape = opts.draft_shape.empty() ? (k >= 0 ? "chain" : "auto") : opts.draft_shape;
   policy_ = parse_draft_shape(shape, k >= 0 ? k : 3);
   if (entry && entry->needs_draft) {
     EAGLET_CHECK(!opts.draft_dir.empty(), "--spec-method {} needs --draft DIR", method_);
-    draft_ = Eagle3Draft::load(resolve_model_path(opts.draft_dir), target,
-                               opts.aux_numbering == "output"  ? AuxNumbering::Output
-                               : opts.aux_numbering == "input" ? AuxNumbering::Input
-                                                               : AuxNumbering::Auto,
-                               opts.allow_unused_draft_tensors);
+    Eagle3LoadOptions lo;
+    lo.numbering = opts.aux_numbering == "output"  ? AuxNumbering::Output
+                   : opts.aux_numbering == "input" ? AuxNumbering::Input
+                                                   : AuxNumbering::Auto;
+    lo.semantics = parse_draft_semantics(opts.draft_semantics);
+    lo.allow_unused_tensors = opts.allow_unused_draft_tensors;
+    draft_ = Eagle3Draft::load(resolve_model_path(opts.draft_dir), target, lo);
   }
   // Chain-only proposers (n-gram) and targets without tree attention (MiniMax MSA) draft chains.
   const bool trees = entry && entry->trees && target.supports_token_trees();

@@ -24,12 +24,14 @@ struct SpecOptions {
   // llama-server's --draft-min: a step whose draft (after the policy's trim) has fewer tokens is
   // not verified with one (plain decoding that step). 0 = any draft is used.
   int draft_min = 0;
+  std::string draft_semantics = "auto";  // what norm_output means: auto = vllm | specforge-legacy
   bool allow_unused_draft_tensors = false;  // load a draft whose checkpoint has tensors its flavour does not read
 };
 
 // vLLM's `--speculative-config` JSON onto `o`: `method` (eagle3 | ngram), `model` (the draft),
 // `num_speculative_tokens`, `prompt_lookup_max` / `prompt_lookup_min`,
-// `draft_tensor_parallel_size` (1 on CPU), and eaglet's `draft_shape` / `aux_numbering`. Bad
+// `draft_tensor_parallel_size` (1 on CPU), and eaglet's `draft_shape` / `aux_numbering` /
+// `draft_semantics`. Bad
 // JSON, unknown keys, wrong types and methods eaglet does not run are errors naming the key.
 void apply_speculative_config(SpecOptions& o, const std::string& json);
 

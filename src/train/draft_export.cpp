@@ -29,13 +29,16 @@ void write_draft_export(const std::string& dir, const DraftExport& d, const std:
                         {"max_position_embeddings", d.max_position},
                         {"rms_norm_eps", d.rms_eps},
                         {"rope_theta", d.rope_theta},
-                        {"rope_scaling", nullptr},
+                        {"rope_scaling", d.rope_scaling},
                         {"tie_word_embeddings", false},
                         {"attention_bias", false},
                         {"norm_before_residual", false},
                         {"torch_dtype", dtype},
                         {"eagle_aux_hidden_state_layer_ids", d.aux_layers},
-                        {"eagle_config", eagle_config_for_export(d.aux_layers)}};
+                        {"eagle_config", eagle_config_for_export(d.aux_layers)},
+                        // How it was trained, for whoever resumes or compares it (servers ignore it).
+                        {"eaglet_training", {{"loss_mask_alignment", d.loss_mask_alignment},
+                                             {"rope_theta_from", d.rope_source}}}};
   std::ofstream(dir + "/config.json") << cfg.dump(2) << "\n";
   const std::string prefix = key_style == "vllm" ? "layers.0." : "midlayer.";
   const DType dt = dtype == "bfloat16" ? DType::BF16 : DType::F32;

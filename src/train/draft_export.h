@@ -3,6 +3,7 @@
 // model.safetensors with `midlayer.*` (EAGLE/SpecForge/TorchSpec) or `layers.0.*` (vLLM) keys.
 #pragma once
 #include <map>
+#include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
 
@@ -22,6 +23,9 @@ struct DraftExport {
   int vocab = 0, draft_vocab = 0, target_hidden = 0, max_position = 2048;
   float rms_eps = 1e-6f;
   double rope_theta = 10000.0;
+  nlohmann::json rope_scaling;  // null: none
+  std::string loss_mask_alignment = "torchspec";  // recorded under "eaglet_training"
+  std::string rope_source = "target";              // where rope_theta came from: target | model.draft.rope_theta
   std::vector<int> aux_layers;  // eaglet/vLLM numbering
   VocabMapping vocab_map;       // empty d2t when draft_vocab == vocab
 };

@@ -25,9 +25,11 @@ DraftModuleImpl::DraftModuleImpl(const DraftModuleOptions& o) : opts(o) {
   post_attention_layernorm = register_parameter("post_attention_layernorm", torch::ones({H}));
   norm = register_parameter("norm", torch::ones({H}));
   embed = register_buffer("embed", torch::zeros({o.vocab, H}));
-  // F32 like Hugging Face and eaglet's Rope: 1 / theta^(2i / d).
+  // F32 like Hugging Face and eaglet's Rope: 1 / theta^(2i / d), or the target's scaled ones.
   auto idx = torch::arange(0, o.head_dim, 2, torch::kFloat32);
-  inv_freq = register_buffer("inv_freq", 1.0 / torch::pow(torch::tensor(float(o.rope_theta)), idx / float(o.head_dim)));
+  inv_freq = register_buffer("inv_freq", o.rope_inv_freq.empty()
+                                             ? 1.0 / torch::pow(torch::tensor(float(o.rope_theta)), idx / float(o.head_dim))
+                                             : torch::tensor(o.rope_inv_freq, torch::kFloat32));
 }
 
 namespace {
@@ -63,7 +65,7 @@ std::pair<torch::Tensor, torch::Tensor> DraftModuleImpl::step(const torch::Tenso
   auto q = q_proj(x).view({B, T, nh, hd}).transpose(1, 2);
   auto k = k_proj(x).view({B, T, nkv, hd}).transpose(1, 2);
   auto v = v_proj(x).view({B, T, nkv, hd}).transpose(1, 2);
-  auto pos = torch::arange(pos0, pos0 + T, inv_freq.options());
+  auto pos = torch::arange(pos0, pos0 + T, inv_freq.options()) * opts.rope_position_scale;
   auto ang = torch::outer(pos, inv_freq);
   auto cos = ang.cos(), sin = ang.sin();
   q = rotate(q, cos, sin);
@@ -95,15 +97,20 @@ torch::Tensor valid_positions(const torch::Tensor& mask, const torch::Tensor& ta
 }
 }  // namespace
 
+torch::Tensor ttt_step_mask(const TttBatch& b, int step) {
+  auto mask = b.alignment == LossMaskAlignment::TorchSpec ? b.loss_mask : shift_left(b.loss_mask, 1);
+  // Index t needs the target's distribution at t + 1 + step.
+  const auto valid = b.valid.defined() ? b.valid : torch::ones_like(b.loss_mask);
+  return shift_left(mask, step) * shift_left(valid, step + 1);
+}
+
 std::vector<double> ttt_valid_counts(const TttBatch& b, int steps, const torch::Tensor& in_draft) {
   torch::NoGradGuard ng;
   auto target = shift_left(b.target_logits, 1);
-  auto mask = shift_left(b.loss_mask, 1);
   std::vector<double> out;
   for (int i = 0; i < steps; ++i) {
-    out.push_back(valid_positions(mask, target, in_draft).sum().item<double>());
+    out.push_back(valid_positions(ttt_step_mask(b, i), target, in_draft).sum().item<double>());
     target = shift_left(target, 1);
-    mask = shift_left(mask, 1);
   }
   return out;
 }
@@ -114,7 +121,6 @@ TttResult ttt_forward(DraftModule& m, const TttBatch& b, int steps, double step_
   // Index t pairs f_t with x_{t+1} and is scored against the target's distribution at t + 1.
   auto ids = shift_left(b.ids, 1);
   auto target = shift_left(b.target_logits, 1);
-  auto mask = shift_left(b.loss_mask, 1);
   TttResult r;
   std::vector<torch::Tensor> keys, values;
   auto g = m->fuse(b.aux);
@@ -124,7 +130,7 @@ TttResult ttt_forward(DraftModule& m, const TttBatch& b, int steps, double step_
     auto target_draft = target.index_select(-1, draft_to_target);  // [B, T, Vd]
     auto p = torch::softmax(target_draft.to(torch::kFloat32), -1);
     auto logq = torch::log_softmax(logits.to(torch::kFloat32), -1);
-    auto valid = valid_positions(mask, target, in_draft);
+    auto valid = valid_positions(ttt_step_mask(b, i), target, in_draft);
     auto loss = (-(p * logq).sum(-1) * valid).sum();
     loss = denominators ? loss / std::max(1.0, (*denominators)[size_t(i)]) : loss / valid.sum().clamp_min(1.0);
     total = i == 0 ? loss : total + std::pow(step_weight, i) * loss;
@@ -136,7 +142,6 @@ TttResult ttt_forward(DraftModule& m, const TttBatch& b, int steps, double step_
     g = out;
     ids = shift_left(ids, 1);
     target = shift_left(target, 1);
-    mask = shift_left(mask, 1);
   }
   r.loss = total;
   return r;

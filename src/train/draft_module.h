@@ -8,13 +8,10 @@
 
 #include <vector>
 
+#include "train/draft_options.h"
+
 namespace eaglet {
 
-struct DraftModuleOptions {
-  int hidden = 0, target_hidden = 0, intermediate = 0, num_heads = 0, num_kv_heads = 0, head_dim = 0;
-  int vocab = 0, draft_vocab = 0;
-  double rms_eps = 1e-6, rope_theta = 10000.0;
-};
 
 struct DraftModuleImpl : torch::nn::Module {
   explicit DraftModuleImpl(const DraftModuleOptions& o);
@@ -42,12 +39,26 @@ torch::Tensor rms_norm(const torch::Tensor& x, const torch::Tensor& w, double ep
 torch::Tensor ttt_attention(const torch::Tensor& q, const std::vector<torch::Tensor>& keys,
                             const std::vector<torch::Tensor>& values);
 
+// Which loss-mask entry scores TTT index t at step 0 (index t reads f_t and x_{t+1} and is scored
+// against the target's distribution at t + 1, i.e. it predicts x_{t+2}).
+enum class LossMaskAlignment {
+  TorchSpec,  // loss_mask[t], as TorchSpec and SpecForge index it (the mask is not shifted)
+  NextToken,  // loss_mask[t + 1] (eaglet before: the token the index reads)
+};
+
 struct TttBatch {
   torch::Tensor ids;            // [B, T] target token ids
   torch::Tensor aux;            // [B, T, 3H]
   torch::Tensor target_logits;  // [B, T, V] from the target's final norm + lm_head on last_hidden
   torch::Tensor loss_mask;      // [B, T] float
+  torch::Tensor valid;          // [B, T] float: 1 on real tokens, 0 on padding (undefined: all real)
+  LossMaskAlignment alignment = LossMaskAlignment::TorchSpec;
 };
+
+// The positions that may be scored at TTT step `step`: the aligned loss mask, shifted left once
+// per step, and never one whose target lies past the sequence's end (SpecForge scores those
+// against a zero-padded, uniform target; they carry no signal).
+torch::Tensor ttt_step_mask(const TttBatch& b, int step);
 
 struct TttResult {
   torch::Tensor loss;                // weighted sum over steps (differentiable)

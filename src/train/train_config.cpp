@@ -92,6 +92,7 @@ std::map<std::string, Field> fields() {
   EAGLET_FIELD("training.warmup_ratio", warmup_ratio);
   EAGLET_FIELD("training.grad_clip", grad_clip);
   EAGLET_FIELD("training.step_weight", step_weight);
+  EAGLET_FIELD("training.loss_mask_alignment", loss_mask);
   EAGLET_FIELD("training.save_every", save_every);
   EAGLET_FIELD("training.log_every", log_every);
   EAGLET_FIELD("training.eval_every", eval_every);
@@ -261,6 +262,8 @@ void TrainConfig::validate() const {
   EAGLET_CHECK(zero_stage == 0 || zero_stage == 1, "config: training.zero_stage must be 0 or 1 (got {})", zero_stage);
   EAGLET_CHECK(micro_batch_size >= 0 && eval_every >= 0, "config: training.micro_batch_size and eval_every must be >= 0");
   EAGLET_CHECK(dist_timeout_s >= 1, "config: training.dist_timeout_s must be >= 1");
+  EAGLET_CHECK(loss_mask == "torchspec" || loss_mask == "next-token",
+               "config: training.loss_mask_alignment must be torchspec or next-token (got '{}')", loss_mask);
 }
 
 std::string TrainConfig::to_yaml() const {

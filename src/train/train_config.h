@@ -49,6 +49,9 @@ struct TrainConfig {
   double warmup_ratio = 0.02;
   double grad_clip = 0.5;
   double step_weight = 0.8;            // loss weight of TTT step i is step_weight^i
+  // Which loss-mask entry scores TTT index t: "torchspec" (loss_mask[t], TorchSpec and SpecForge)
+  // or "next-token" (loss_mask[t + 1], eaglet before). See LossMaskAlignment.
+  std::string loss_mask = "torchspec";
   int save_every = 250;
   int log_every = 25;
   int eval_every = 0;                  // evaluate every N steps (0: at the end only)

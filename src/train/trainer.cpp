@@ -55,9 +55,14 @@ DraftModuleOptions module_options(const TrainConfig& c, const ModelConfig& t) {
   o.draft_vocab = c.draft.draft_vocab ? c.draft.draft_vocab : t.vocab;
   o.rms_eps = t.rms_eps;
   o.rope_theta = c.draft.rope_theta > 0 ? c.draft.rope_theta : t.rope_theta;
-  if (t.rope_scaling != "default")
-    spdlog::warn("the target scales RoPE ({}); the draft trains and exports plain RoPE at theta {} (the trainer does "
-                 "not implement scaling, so long contexts draft less well)", t.rope_scaling, o.rope_theta);
+  if (!t.rope_scaling_config.is_null()) {  // the target's scaling too, computed as inference will
+    const Rope rope = Rope::from_config(
+        JsonConfig({{"rope_theta", o.rope_theta}, {"rope_scaling", t.rope_scaling_config}}, "the target's rope_scaling"),
+        c.draft.head_dim ? c.draft.head_dim : t.head_dim);
+    o.rope_inv_freq = rope.inv_freq;
+    o.rope_position_scale = rope.position_scale;
+    o.rope_scaling = t.rope_scaling_config;
+  }
   EAGLET_CHECK(o.hidden == t.hidden, "config: model.draft.hidden_size {} must equal the target's hidden size {} (the "
                "draft shares the target's embedding)", o.hidden, t.hidden);
   EAGLET_CHECK(o.num_heads % o.num_kv_heads == 0, "config: draft heads must be a multiple of kv heads");
@@ -80,7 +85,12 @@ torch::Tensor target_logits(ThreadPool& pool, const Model& target, const std::ve
   return out;
 }
 
-TttBatch make_batch(ThreadPool& pool, const Model& target, const std::vector<HiddenSample>& samples) {
+LossMaskAlignment alignment_of(const TrainConfig& c) {
+  return c.loss_mask == "next-token" ? LossMaskAlignment::NextToken : LossMaskAlignment::TorchSpec;
+}
+
+TttBatch make_batch(ThreadPool& pool, const Model& target, const std::vector<HiddenSample>& samples,
+                    LossMaskAlignment alignment) {
   int64_t T = 0;
   for (auto& s : samples) T = std::max<int64_t>(T, int64_t(s.ids.size()));
   const int64_t B = int64_t(samples.size()), A = samples[0].aux.size() / samples[0].ids.size();
@@ -88,13 +98,17 @@ TttBatch make_batch(ThreadPool& pool, const Model& target, const std::vector<Hid
   b.ids = torch::zeros({B, T}, torch::kLong);
   b.aux = torch::zeros({B, T, A}, torch::kFloat32);
   b.loss_mask = torch::zeros({B, T}, torch::kFloat32);
+  b.valid = torch::zeros({B, T}, torch::kFloat32);
+  b.alignment = alignment;
   auto ids = b.ids.accessor<int64_t, 2>();
   auto mask = b.loss_mask.accessor<float, 2>();
+  auto valid = b.valid.accessor<float, 2>();
   for (int64_t i = 0; i < B; ++i) {
     const auto& s = samples[size_t(i)];
     for (size_t t = 0; t < s.ids.size(); ++t) {
       ids[i][int64_t(t)] = s.ids[t];
       mask[i][int64_t(t)] = float(s.loss_mask[t]);
+      valid[i][int64_t(t)] = 1.0f;
     }
     std::memcpy(b.aux.data_ptr<float>() + i * T * A, s.aux.data(), s.aux.size() * sizeof(float));
   }
@@ -261,6 +275,9 @@ DraftExport make_export(Run& r) {
   d.max_position = tc.max_position;
   d.rms_eps = float(o.rms_eps);
   d.rope_theta = o.rope_theta;
+  d.rope_source = r.cfg.draft.rope_theta > 0 ? "model.draft.rope_theta" : "target";
+  d.rope_scaling = o.rope_scaling;
+  d.loss_mask_alignment = r.cfg.loss_mask;
   d.aux_layers = r.aux;
   d.vocab_map = r.vmap;
   return d;
@@ -291,7 +308,7 @@ std::vector<double> evaluate(Run& r, const std::vector<HiddenSample>& eval) {
   r.module->eval();
   for (size_t b = 0; b < eval.size(); b += size_t(r.cfg.batch_size)) {
     std::vector<HiddenSample> chunk(eval.begin() + long(b), eval.begin() + long(std::min(eval.size(), b + size_t(r.cfg.batch_size))));
-    auto res = ttt_forward(r.module, make_batch(*r.train_pool, *r.bundle.model, chunk), S, r.cfg.step_weight, r.d2t_index, r.in_draft);
+    auto res = ttt_forward(r.module, make_batch(*r.train_pool, *r.bundle.model, chunk, alignment_of(r.cfg)), S, r.cfg.step_weight, r.d2t_index, r.in_draft);
     for (int i = 0; i < S; ++i) {
       counts[size_t(i)] += res.step_correct[size_t(i)];
       counts[size_t(S + i)] += res.step_valid[size_t(i)];
@@ -548,7 +565,7 @@ TrainSummary run_training(const TrainConfig& config, const TrainHooks& hooks) {
     for (auto& s : local)
       if (!source->take(&s)) fail("hidden-state stream ended early at sample {}", r.step * batch);
     const auto t0 = clock_type::now();
-    TttBatch b = make_batch(train_pool, target, local);
+    TttBatch b = make_batch(train_pool, target, local, alignment_of(cfg));
     // One small all-reduce carries the loss denominators of the global batch and whether any
     // rank was asked to stop (so all stop after the same step).
     const bool stop_asked = (hooks.stop_after_steps > 0 && r.step + 1 - start_step >= hooks.stop_after_steps) ||
@@ -645,6 +662,8 @@ TrainSummary run_training(const TrainConfig& config, const TrainHooks& hooks) {
   return sum;
 }
 
+DraftModuleOptions draft_module_options(const TrainConfig& c, const ModelConfig& t) { return module_options(c, t); }
+
 std::vector<float> torch_draft_logits(const std::string& export_dir, const Model& target, const std::vector<int>& tokens,
                                       const std::vector<float>& aux) {
   JsonConfig cfg = JsonConfig::load(export_dir + "/config.json");
@@ -658,7 +677,10 @@ std::vector<float> torch_draft_logits(const std::string& export_dir, const Model
   o.vocab = int(cfg.get_int("vocab_size"));
   o.draft_vocab = int(cfg.get_int("draft_vocab_size"));
   o.rms_eps = cfg.get_double("rms_norm_eps");
-  o.rope_theta = cfg.get_double("rope_theta");
+  const Rope rope = Rope::from_config(cfg, o.head_dim);  // rope_theta and any rope_scaling, as the engine reads them
+  o.rope_theta = rope.theta;
+  o.rope_inv_freq = rope.inv_freq;
+  o.rope_position_scale = rope.position_scale;
   DraftModule m(o);
   Checkpoint ck = Checkpoint::open_dir(export_dir);
   const std::string P = ck.has("midlayer.fc.weight") || ck.has("midlayer.hidden_norm.weight") ? "midlayer." : "layers.0.";

@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "models/model.h"
+#include "train/draft_options.h"
 #include "train/hidden_stream.h"
 #include "train/train_config.h"
 
@@ -34,5 +35,9 @@ TrainSummary run_training(const TrainConfig& cfg, const TrainHooks& hooks = {});
 // inference implementations to the same numbers.
 std::vector<float> torch_draft_logits(const std::string& export_dir, const Model& target, const std::vector<int>& tokens,
                                       const std::vector<float>& aux);
+
+// The draft module's shape and RoPE for a recipe and target: the target's width, heads, RoPE base
+// and scaling unless the recipe overrides them.
+DraftModuleOptions draft_module_options(const TrainConfig& c, const ModelConfig& t);
 
 }  // namespace eaglet

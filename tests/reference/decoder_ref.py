@@ -59,12 +59,8 @@ def rotate(x, cos, sin):
     return np.concatenate([x1 * cos - x2 * sin, x2 * cos + x1 * sin], axis=-1)
 
 
-def main():
-    model_dir, out_path, tokens, taps = sys.argv[1:5]
-    tokens = [int(t) for t in tokens.split(",")]
-    taps = [] if taps == "-" else [int(t) for t in taps.split(",")]
-    cfg = json.load(open(model_dir + "/config.json"))
-    W = load_safetensors(model_dir + "/model.safetensors")
+def forward(cfg, W, tokens):
+    """Logits [T, V] and the residual stream entering every layer, states[j] [T, H] (j = 0..L)."""
     arch = cfg["architectures"][0]
     H, L = cfg["hidden_size"], cfg["num_hidden_layers"]
     nh, nkv = cfg["num_attention_heads"], cfg.get("num_key_value_heads", cfg["num_attention_heads"])
@@ -105,7 +101,16 @@ def main():
         x = x + (g / (1 + np.exp(-g)) * u) @ W[p + "mlp.down_proj.weight"].T
         states.append(x.copy())
     lm = W.get("lm_head.weight", W["model.embed_tokens.weight"])
-    logits = rms_norm(x, W["model.norm.weight"], eps) @ lm.T
+    return rms_norm(x, W["model.norm.weight"], eps) @ lm.T, states
+
+
+def main():
+    model_dir, out_path, tokens, taps = sys.argv[1:5]
+    tokens = [int(t) for t in tokens.split(",")]
+    taps = [] if taps == "-" else [int(t) for t in taps.split(",")]
+    cfg = json.load(open(model_dir + "/config.json"))
+    W = load_safetensors(model_dir + "/model.safetensors")
+    logits, states = forward(cfg, W, tokens)
     with open(out_path, "wb") as f:
         f.write(logits.astype(np.float32).tobytes())
         if taps:

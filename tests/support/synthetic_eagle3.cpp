@@ -15,28 +15,36 @@ void write_draft(const std::string& dir, const DraftSpec& s) {
   nlohmann::json layer = {{"hidden_size", s.hidden},         {"intermediate_size", s.intermediate},
                           {"num_attention_heads", s.heads},  {"num_key_value_heads", s.kv_heads},
                           {"head_dim", s.head_dim},          {"vocab_size", s.vocab},
-                          {"rms_norm_eps", 1e-5},            {"rope_theta", 10000.0},
+                          {"rms_norm_eps", 1e-5},
                           {"max_position_embeddings", 2048}, {"hidden_act", "silu"},
-                          {"num_hidden_layers", 1}};
+                          {"num_hidden_layers", s.layers}};
+  if (s.rope_parameters) layer["rope_parameters"] = {{"rope_theta", s.rope_theta}, {"rope_type", "default"}};
+  else layer["rope_theta"] = s.rope_theta;
+  if (s.attention_bias) layer["attention_bias"] = true;
   nlohmann::json cfg;
   if (s.speculators_config) {
+    if (s.qwen3_layer) layer["model_type"] = "qwen3";
     cfg = {{"architectures", {"Eagle3Speculator"}},
            {"speculators_model_type", "eagle3"},
            {"transformer_layer_config", layer},
            {"speculators_config", {{"algorithm", "eagle3"}, {"proposal_methods", nlohmann::json::array()}}}};
   } else {
     cfg = layer;
-    cfg["architectures"] = {"LlamaForCausalLMEagle3"};
-    cfg["model_type"] = "llama";
+    cfg["architectures"] = {s.qwen3_layer ? "Eagle3Qwen3ForCausalLM" : "LlamaForCausalLMEagle3"};
+    cfg["model_type"] = s.qwen3_layer ? "qwen3" : "llama";
   }
   cfg["draft_vocab_size"] = s.draft_vocab;
   cfg["target_hidden_size"] = s.target_hidden;
   cfg["norm_before_residual"] = s.norm_before_residual;
-  if (s.norm_before_fc) cfg["norm_before_fc"] = true;
-  if (s.fc_norm) cfg["fc_norm"] = true;
-  if (s.norm_output) cfg["norm_output"] = true;
+  nlohmann::json& flags = s.flags_in_eagle_config ? cfg["eagle_config"] : cfg;
+  if (s.norm_before_fc) flags["norm_before_fc"] = true;
+  if (s.fc_norm) flags["fc_norm"] = true;
+  if (s.norm_output) flags["norm_output"] = true;
   if (!s.aux_ids.empty()) {
-    if (s.aux_in_eagle_config) cfg["eagle_config"] = {{"eagle_aux_hidden_state_layer_ids", s.aux_ids}, {"use_aux_hidden_state", true}};
+    if (s.aux_in_eagle_config) {
+      cfg["eagle_config"]["eagle_aux_hidden_state_layer_ids"] = s.aux_ids;
+      cfg["eagle_config"]["use_aux_hidden_state"] = true;
+    }
     else cfg["eagle_aux_hidden_state_layer_ids"] = s.aux_ids;
   }
   write_text(dir + "/config.json", cfg.dump(2));
@@ -46,19 +54,33 @@ void write_draft(const std::string& dir, const DraftSpec& s) {
   auto add = [&](const std::string& name, std::vector<int64_t> shape, float stddev, float mean = 0.0f) {
     rt.add(name, std::move(shape), stddev, mean);
   };
-  const std::string P = s.vllm_keys ? "layers.0." : "midlayer.";
   const int64_t H = s.hidden, Ht = s.target_hidden, qd = int64_t(s.heads) * s.head_dim, kvd = int64_t(s.kv_heads) * s.head_dim;
   add("fc.weight", {H, 3 * Ht}, s.scale);
-  add(P + "input_layernorm.weight", {H}, 0.1f, 1.0f);
-  add(P + "hidden_norm.weight", {H}, 0.1f, 1.0f);
-  add(P + "post_attention_layernorm.weight", {H}, 0.1f, 1.0f);
-  add(P + "self_attn.q_proj.weight", {qd, 2 * H}, s.scale);
-  add(P + "self_attn.k_proj.weight", {kvd, 2 * H}, s.scale);
-  add(P + "self_attn.v_proj.weight", {kvd, 2 * H}, s.scale);
-  add(P + "self_attn.o_proj.weight", {H, qd}, s.scale);
-  add(P + "mlp.gate_proj.weight", {s.intermediate, H}, s.scale);
-  add(P + "mlp.up_proj.weight", {s.intermediate, H}, s.scale);
-  add(P + "mlp.down_proj.weight", {H, s.intermediate}, s.scale);
+  for (int i = 0; i < s.layers; ++i) {
+    // Layer 0 as the checkpoint's key style names it; later layers as vLLM names them.
+    const std::string P = i > 0 ? "layers." + std::to_string(i) + "." : s.vllm_keys ? "layers.0." : "midlayer.";
+    const int64_t in = i == 0 ? 2 * H : H;  // layer 0 reads [embedding, hidden]
+    add(P + "input_layernorm.weight", {H}, 0.1f, 1.0f);
+    if (i == 0 || s.hidden_norm_in_every_layer) add(P + "hidden_norm.weight", {H}, 0.1f, 1.0f);
+    add(P + "post_attention_layernorm.weight", {H}, 0.1f, 1.0f);
+    add(P + "self_attn.q_proj.weight", {qd, in}, s.scale);
+    add(P + "self_attn.k_proj.weight", {kvd, in}, s.scale);
+    add(P + "self_attn.v_proj.weight", {kvd, in}, s.scale);
+    add(P + "self_attn.o_proj.weight", {H, qd}, s.scale);
+    add(P + "mlp.gate_proj.weight", {s.intermediate, H}, s.scale);
+    add(P + "mlp.up_proj.weight", {s.intermediate, H}, s.scale);
+    add(P + "mlp.down_proj.weight", {H, s.intermediate}, s.scale);
+    if (s.qwen3_layer) {
+      add(P + "self_attn.q_norm.weight", {s.head_dim}, 0.1f, 1.0f);
+      add(P + "self_attn.k_norm.weight", {s.head_dim}, 0.1f, 1.0f);
+    }
+    if (s.attention_bias) {
+      add(P + "self_attn.q_proj.bias", {qd}, 0.2f);
+      add(P + "self_attn.k_proj.bias", {kvd}, 0.2f);
+      add(P + "self_attn.v_proj.bias", {kvd}, 0.2f);
+      if (!s.qwen3_layer) add(P + "self_attn.o_proj.bias", {H}, 0.2f);
+    }
+  }
   add("norm.weight", {H}, 0.1f, 1.0f);
   if (s.own_lm_head) add("lm_head.weight", {s.draft_vocab, H}, 0.3f);
   if (s.own_embed) add("embed_tokens.weight", {s.vocab, H}, 1.0f);

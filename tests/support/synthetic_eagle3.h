@@ -15,6 +15,13 @@ struct DraftSpec {
   int vocab = 97, draft_vocab = 97;
   bool own_embed = false, own_lm_head = true;
   bool norm_before_residual = false, norm_before_fc = false, fc_norm = false, norm_output = false;
+  bool flags_in_eagle_config = false;  // norm_before_fc / fc_norm / norm_output under eagle_config
+  int layers = 1;                      // num_hidden_layers (later layers: layers.i.*, H-wide attention input)
+  bool hidden_norm_in_every_layer = false;  // a hidden_norm in layers > 0 too, as vLLM's modules hold one
+  bool qwen3_layer = false;            // Eagle3Qwen3ForCausalLM (speculators: layer model_type qwen3) + q/k norms
+  bool attention_bias = false;         // q/k/v biases (and o_proj's for a Llama layer)
+  bool rope_parameters = false;        // transformers v5: the RoPE base under rope_parameters
+  double rope_theta = 10000.0;
   std::vector<int> aux_ids;        // empty: not in the config (defaults apply)
   bool aux_in_eagle_config = false;
   bool write_d2t = true;

@@ -184,8 +184,7 @@ void MiniMaxModel::forward(ThreadPool& pool, KvCache& cache, const ForwardBatch&
 std::unique_ptr<Model> load_minimax(const std::string& dir, MiniMaxConfig cfg, const JsonConfig& rope_cfg) {
   WeightStore weights(std::make_shared<Checkpoint>(Checkpoint::open_dir(dir)));
   Rope rope = Rope::from_config(rope_cfg, cfg.base.head_dim);
-  cfg.base.rope_theta = rope.theta;
-  cfg.base.rope_scaling = rope.scaling;
+  cfg.base.set_rope(rope);
   if (cfg.any_sparse())
     EAGLET_CHECK(rope.rot_dim <= cfg.msa.index_dim, "{}: rotary dimension {} exceeds sparse_index_dim {}",
                  rope_cfg.where(), rope.rot_dim, cfg.msa.index_dim);
