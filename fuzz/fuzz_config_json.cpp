@@ -20,6 +20,6 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   });
   expect_only_errors([&] { eaglet::parse_minimax_m2_config(cfg, "dir"); });
   expect_only_errors([&] { eaglet::parse_minimax_m3_config(cfg, cfg, "dir"); });
-  expect_only_errors([&] { eaglet::parse_eagle3_config(cfg, 32, eaglet::AuxNumbering::Input); });
+  expect_only_errors([&] { eaglet::parse_eagle3_config(cfg, 32, {.numbering = eaglet::AuxNumbering::Input}); });
   return 0;
 }
