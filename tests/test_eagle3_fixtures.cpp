@@ -7,38 +7,11 @@
 
 #include <nlohmann/json.hpp>
 
-#include "io/safetensors.h"
 #include "support/synthetic_eagle3.h"
 #include "support/test_util.h"
 
 namespace eaglet {
 namespace {
-
-// Draft ids 0..2 map to target ids 0, 3, 6 (synthetic_eagle3's d2t: every third id).
-const int kLive[] = {0, 3, 6};
-
-// The byte-vocabulary target with every lm_head row but the live tokens' zeroed.
-void write_steered_target(const std::string& dir) {
-  test::write_byte_vocab_target(dir);
-  std::vector<TensorToWrite> all;
-  {
-    const Checkpoint ck = Checkpoint::open_dir(dir);
-    for (const std::string& n : ck.names()) {
-      const TensorInfo& t = ck.get(n);
-      std::string bytes(reinterpret_cast<const char*>(t.data), t.nbytes);
-      if (n == "lm_head.weight") {
-        auto* w = reinterpret_cast<float*>(bytes.data());
-        const int64_t rows = t.shape[0], cols = t.shape[1];
-        for (int64_t r = 0; r < rows; ++r) {
-          const bool live = std::find(std::begin(kLive), std::end(kLive), int(r)) != std::end(kLive);
-          for (int64_t c = 0; c < cols; ++c) w[r * cols + c] = live ? 4.0f * w[r * cols + c] : 0.0f;
-        }
-      }
-      all.push_back({n, t.dtype, t.shape, std::move(bytes)});
-    }
-  }
-  write_safetensors(dir + "/model.safetensors", all);
-}
 
 struct Flavour {
   std::string name;
@@ -64,7 +37,7 @@ TEST_P(FlavourFixture, GenerateMatchesReferenceAcceptance) {
   if (!test::python_numpy_available()) GTEST_SKIP() << "needs /usr/bin/python3 with numpy (apt: python3-numpy)";
   const Flavour& f = GetParam();
   test::TempDir dir;
-  write_steered_target(dir.file("target"));
+  test::write_steered_byte_target(dir.file("target"));
   test::write_draft(dir.file("draft"), f.spec);
   const int k = 3, n = 64;
   auto r = test::run_command(test::eaglet_binary() + " generate -m " + dir.file("target") + " --draft " +

@@ -6,8 +6,12 @@
 writes OUT_DIR/first_sentences.txt (the first sentence of validation paragraphs 400 onwards that
 appear neither in examples/stories260k/val_prompts.txt, the tuning set, nor in the training text;
 200 of them) and OUT_DIR/openings80.txt (the first 80 characters, cut at a word, of validation
-paragraphs 1200 onwards; 100). The training recipe reads only tinystories_train_head_subset.txt.
+paragraphs 1200 onwards; 100) and OUT_DIR/traffic.txt (every distinct validation sentence of 5 or
+more words that is neither in the training text nor a tuning prompt, in a seeded shuffled order:
+~7,000 prompts, the served traffic of the online-training experiment, docs/online-training.md).
+The training recipe reads only tinystories_train_head_subset.txt.
 """
+import random
 import os
 import re
 import sys
@@ -30,8 +34,16 @@ def main():
 
     firsts = [s for s in map(first_sentence, paras[400:]) if s not in tuning and len(s) > 20 and s not in train][:200]
     openings = [p[:80].rsplit(" ", 1)[0] for p in paras[1200:] if len(p) > 100][:100]
+    seen, traffic = set(), []
+    for p in paras:
+        for m in re.finditer(r"[^.!?]+[.!?]", p):
+            t = m.group(0).strip()
+            if len(t.split()) >= 5 and t not in seen and t not in tuning and t not in train:
+                seen.add(t)
+                traffic.append(t)
+    random.Random(0).shuffle(traffic)
     os.makedirs(out, exist_ok=True)
-    for name, rows in (("first_sentences.txt", firsts), ("openings80.txt", openings)):
+    for name, rows in (("first_sentences.txt", firsts), ("openings80.txt", openings), ("traffic.txt", traffic)):
         with open(os.path.join(out, name), "w", encoding="utf-8") as f:
             f.write("\n".join(rows) + "\n")
         print(f"{len(rows)} prompts -> {os.path.join(out, name)}")

@@ -31,14 +31,26 @@ struct LoadOptions {
   int max_tokens = 64;
   double time_limit_s = 120;  // per level
   float temperature = 0;
+  double rate = 0;            // requests per second (0: as fast as the concurrency allows)
+  int max_prompts = 256;      // prompts read from --dataset (requests cycle through them)
+  int metrics_every = 0;      // scrape /metrics after every N finished requests (0: never)
+  std::string outputs;        // JSONL of every request's prompt and text, by request index
 };
+
+// The value of the first sample whose line contains `name` followed by '{' (a labelled sample).
+double metric_value(const std::string& text, const std::string& name) {
+  const size_t at = text.find(name + "{");
+  if (at == std::string::npos) return 0;
+  const size_t sp = text.find("} ", at);
+  return sp == std::string::npos ? 0 : std::atof(text.c_str() + sp + 2);
+}
 
 void run_load(const LoadOptions& o) {
   EAGLET_CHECK(o.host == "127.0.0.1" || o.host == "localhost" || o.host == "::1",
                "loadtest only targets this machine's loopback addresses (got {})", o.host);
   std::vector<std::string> prompts = o.dataset.empty() ? std::vector<std::string>{"Once upon a time", "Lily and Tom went",
                                                                                   "The little dog", "One day, a girl"}
-                                                       : load_prompts(o.dataset, 256);
+                                                       : load_prompts(o.dataset, o.max_prompts);
   nlohmann::json report = nlohmann::json::array();
   std::printf("%11s %9s %12s %10s %10s %10s %10s\n", "concurrency", "requests", "output tok/s", "TTFT p50", "TTFT p99",
               "ITL p50", "ITL p99");
@@ -47,7 +59,9 @@ void run_load(const LoadOptions& o) {
     std::mutex mu;
     std::vector<double> ttft, itl;
     int64_t tokens = 0;
-    int failures = 0;
+    int failures = 0, finished = 0;
+    std::vector<std::pair<int, std::string>> texts;
+    nlohmann::json timeline = nlohmann::json::array();
     const auto t0 = clock_type::now();
     auto worker = [&] {
       httplib::Client cli(o.host, o.port);
@@ -55,6 +69,8 @@ void run_load(const LoadOptions& o) {
       for (;;) {
         const int i = next++;
         if (i >= o.requests || std::chrono::duration<double>(clock_type::now() - t0).count() > o.time_limit_s) return;
+        if (o.rate > 0)  // request i is due at i / rate seconds, as vLLM's benchmark --request-rate paces them
+          std::this_thread::sleep_until(t0 + std::chrono::duration_cast<clock_type::duration>(std::chrono::duration<double>(i / o.rate)));
         nlohmann::json body = {{"prompt", prompts[size_t(i) % prompts.size()]}, {"max_tokens", o.max_tokens},
                                {"temperature", o.temperature}, {"stream", true}, {"ignore_eos", true}};
         httplib::Headers h;
@@ -64,7 +80,7 @@ void run_load(const LoadOptions& o) {
         auto last = clock_type::now();
         const auto start = last;
         int64_t n = 0;
-        std::string buf;
+        std::string buf, text;
         httplib::Request req;
         req.method = "POST";
         req.path = "/v1/completions";
@@ -83,11 +99,16 @@ void run_load(const LoadOptions& o) {
             else gaps.push_back(std::chrono::duration<double>(now - last).count());
             last = now;
             ++n;
+            if (!o.outputs.empty()) {
+              const auto j = nlohmann::json::parse(ev.substr(6), nullptr, false);
+              if (j.is_object() && j.contains("choices") && !j["choices"].empty())
+                text += j["choices"][0].value("text", "");
+            }
           }
           return true;
         };
         auto res = cli.send(req);
-        std::lock_guard<std::mutex> lk(mu);
+        std::unique_lock<std::mutex> lk(mu);
         if (!res || res->status != 200) {
           ++failures;
           continue;
@@ -95,6 +116,23 @@ void run_load(const LoadOptions& o) {
         if (first >= 0) ttft.push_back(first);
         itl.insert(itl.end(), gaps.begin(), gaps.end());
         tokens += n;
+        if (!o.outputs.empty()) texts.emplace_back(i, std::move(text));
+        ++finished;
+        if (o.metrics_every > 0 && finished % o.metrics_every == 0) {
+          // The server's cumulative counters after this many requests: acceptance over time.
+          const int at = finished;
+          const double t = std::chrono::duration<double>(clock_type::now() - t0).count();
+          const int64_t tok = tokens;
+          lk.unlock();
+          auto m = cli.Get("/metrics", h);
+          const std::string body_text = m && m->status == 200 ? m->body : "";
+          lk.lock();
+          timeline.push_back({{"requests", at}, {"seconds", t}, {"output_tokens", tok},
+                              {"drafts", metric_value(body_text, ":spec_decode_num_drafts_total")},
+                              {"accepted_tokens", metric_value(body_text, ":spec_decode_num_accepted_tokens_total")},
+                              {"draft_version", metric_value(body_text, "eaglet:draft_version")},
+                              {"online_train_steps", metric_value(body_text, "eaglet:online_train_steps_total")}});
+        }
       }
     };
     std::vector<std::thread> threads;
@@ -107,7 +145,14 @@ void run_load(const LoadOptions& o) {
                 failures ? fmt::format("  ({} failed)", failures).c_str() : "");
     report.push_back({{"concurrency", conc}, {"requests", done}, {"failed", failures}, {"output_tokens_per_second", tokens / wall},
                       {"ttft_p50_s", percentile(ttft, 0.5)}, {"ttft_p99_s", percentile(ttft, 0.99)},
-                      {"itl_p50_s", percentile(itl, 0.5)}, {"itl_p99_s", percentile(itl, 0.99)}, {"wall_s", wall}});
+                      {"itl_p50_s", percentile(itl, 0.5)}, {"itl_p99_s", percentile(itl, 0.99)}, {"wall_s", wall},
+                      {"timeline", timeline}});
+    if (!o.outputs.empty()) {
+      std::sort(texts.begin(), texts.end());
+      std::ofstream f(o.outputs);
+      for (auto& [i, t] : texts)
+        f << nlohmann::json{{"index", i}, {"prompt", prompts[size_t(i) % prompts.size()]}, {"text", t}}.dump() << "\n";
+    }
   }
   if (!o.json_out.empty()) std::ofstream(o.json_out) << report.dump(2) << "\n";
 }
@@ -126,6 +171,10 @@ void add_loadtest(CLI::App& app) {
   cmd->add_option("--time-limit", o->time_limit_s, "seconds per level (no new requests after)");
   cmd->add_option("--temperature", o->temperature, "sampling temperature");
   cmd->add_option("--json", o->json_out, "write the results as JSON");
+  cmd->add_option("--rate", o->rate, "requests per second, evenly spaced (0: as fast as --concurrency allows)")->check(CLI::NonNegativeNumber);
+  cmd->add_option("--max-prompts", o->max_prompts, "prompts read from --dataset")->check(CLI::PositiveNumber);
+  cmd->add_option("--metrics-every", o->metrics_every, "read the server's /metrics after every N requests (acceptance over time, in --json)")->check(CLI::NonNegativeNumber);
+  cmd->add_option("--outputs", o->outputs, "write each request's prompt and text (JSONL, by request index)");
   cmd->callback([o] { run_load(*o); });
 }
 

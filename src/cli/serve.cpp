@@ -8,6 +8,7 @@
 #include <thread>
 
 #include "cli/commands.h"
+#include "cli/online_train.h"
 #include "core/error.h"
 #include "io/hf_cache.h"
 #include "io/mapped_file.h"
@@ -31,6 +32,7 @@ struct ServeOptions {
   std::string metrics_prefix = "vllm";
   std::string generation_config = "auto";
   std::optional<uint64_t> seed;
+  OnlineTrainCliOptions online;
 };
 
 
@@ -47,12 +49,22 @@ void run_serve(ServeOptions o) {
   ModelBundle b = load_target(o.common);
   o.server.sampling_defaults = sampling_defaults_for(o.generation_config, resolve_model_path(o.common.model_dir));
   spdlog::info("model: {}", b.label());
+  int draft_version = 0;  // with online training, a restart serves the latest version it made
+  o.spec.draft_dir = online_train_draft(o.online, o.spec.draft_dir, &draft_version);
   SpecSetup spec(o.spec, *b.model);
   spdlog::info("speculation: {}", spec.describe());
   if (o.server.served_model_name.empty()) o.server.served_model_name = o.common.model_dir.empty() ? "eaglet-builtin" : o.common.model_dir;
   if (o.metrics_prefix != "vllm" && o.metrics_prefix != "eaglet") fail("--metrics-prefix: '{}' is not vllm or eaglet", o.metrics_prefix);
   ServingMetrics metrics(o.metrics_prefix);
   Scheduler scheduler(*pool, b, spec, o.sched, metrics);
+#ifdef EAGLET_WITH_TRAINER
+  std::unique_ptr<OnlineSession> online;
+  if (o.online.enabled)
+    online = start_online_training(o.online, b, spec, resolve_model_path(o.spec.draft_dir), draft_version, scheduler,
+                                   metrics, &o.server);
+#else
+  EAGLET_CHECK(!o.online.enabled, "--online-train needs the trainer: this eaglet was built with EAGLET_WITH_TRAINER=OFF");
+#endif
   OpenAiServer server(b, scheduler, metrics, o.server);
   server.bind();
   std::signal(SIGINT, on_signal);
@@ -84,6 +96,7 @@ void add_serve(CLI::App& app) {
                   "auto (sampling defaults from the model's generation_config.json) | vllm (OpenAI's defaults) | a folder "
                   "holding generation_config.json");
   add_spec_options(cmd, &o->spec);
+  add_online_train_options(cmd, &o->online);
   auto& lim = o->server.limits;
   cmd->add_option("--host", o->server.host, "address to bind");
   cmd->add_option("--port", o->server.port, "port (0 = any free port)")->check(CLI::Range(0, 65535));

@@ -7,8 +7,10 @@
 #include <cmath>
 
 #include "core/error.h"
+#include "core/splitmix.h"
 #include "core/system_memory.h"
 #include "engine/generator.h"
+#include "speculation/eagle3_proposer.h"
 #include "speculation/tree_verifier.h"
 
 namespace eaglet {
@@ -51,7 +53,13 @@ struct EngineCore::Seq {
   int64_t blocks = 0;
   Sampler sampler;
   OutputTracker tracker;
+  // The proposer's taps of every position the target ran: the prompt's until drafting begins;
+  // with the history kept (capture()), the whole sequence's, with its tokens and, when captured,
+  // the last layer's rows.
   std::vector<float> prompt_taps;
+  std::vector<int> hist_ids;
+  std::vector<float> hist_last;
+  bool capture = false;
   DraftTree tree;
   DraftPolicy::SeqState policy;
   clock_type::time_point scheduled = clock_type::now(), first_token, last_token_time;
@@ -77,7 +85,36 @@ EngineCore::EngineCore(ThreadPool& pool, Model& target, const Tokenizer& tok, co
     proposer_ = spec_.new_proposer(opts_.kv_blocks, pool_);
     policy_ = spec_.new_policy(pool_, target_, proposer_->scores_drafts());
     taps_ = proposer_->tap_layers();
+    proposer_taps_ = taps_.size();
   }
+}
+
+void EngineCore::capture(const CaptureOptions& opts) {
+  EAGLET_CHECK(running_.empty(), "capture() must come before the first request");
+  EAGLET_CHECK(proposer_ && proposer_taps_ > 0, "online training captures an EAGLE-3 draft's taps: serve with --draft");
+  capture_ = opts;
+  keep_history_ = true;
+  if (capture_.sink) taps_.push_back(target_.config().num_layers);  // the last layer's output, for the target's logits
+}
+
+void EngineCore::swap_draft(std::shared_ptr<const Eagle3Draft> draft, int version) {
+  EAGLET_CHECK(draft && proposer_ && proposer_->name() == "eagle3", "a draft swap needs an EAGLE-3 engine");
+  EAGLET_CHECK(draft->config().aux_layers == proposer_->tap_layers(), "the new draft taps other target layers");
+  EAGLET_CHECK(draft->kv_shape(1).bytes_per_block() == spec_.draft_block_bytes(),
+               "the new draft's KV shape differs from the one the cache was sized for");
+  auto next = std::make_unique<Eagle3Proposer>(*draft, opts_.kv_blocks, pool_);
+  for (auto& s : running_) {
+    if (!s->proposing) continue;
+    if (keep_history_) {
+      next->begin(s->kv, s->hist_ids, s->prompt_taps.data(), s->last);
+    } else {
+      s->proposing = false;  // no history to rebuild from: plain decoding from here on
+    }
+  }
+  proposer_ = std::move(next);
+  swapped_draft_ = std::move(draft);  // after the old proposer, which read the previous one
+  draft_version_ = version;
+  if (metrics_) metrics_->set_draft_version(version);
 }
 
 EngineCore::~EngineCore() = default;
@@ -123,6 +160,10 @@ bool EngineCore::try_add(std::shared_ptr<Request> r) {
   if (int(running_.size()) >= opts_.max_num_seqs || reserved_blocks_ + need > opts_.kv_blocks) return false;
   auto s = std::make_unique<Seq>(std::move(r), tok_);
   s->sampler.set_prompt(s->req->prompt);
+  if (capture_.sink && !s->req->no_capture) {
+    uint64_t state = capture_.seed + capture_draws_++;
+    s->capture = double(splitmix64(state) >> 11) * 0x1.0p-53 < capture_.fraction;
+  }
   s->kv = cache_->create();
   s->blocks = need;
   if (policy_) s->policy = policy_->new_sequence();
@@ -136,7 +177,34 @@ void EngineCore::abort_all(const std::string& reason) {
   running_.clear();
 }
 
+void EngineCore::record_rows(Seq& s, const int* tokens, const float* taps, size_t n) {
+  const size_t H = size_t(target_.config().hidden), row = taps_.size() * H, aux = proposer_taps_ * H;
+  for (size_t i = 0; i < n; ++i) {
+    const float* r = taps + i * row;
+    if (aux && (keep_history_ || !s.decoding)) s.prompt_taps.insert(s.prompt_taps.end(), r, r + aux);
+    if (keep_history_) s.hist_ids.push_back(tokens[i]);
+    if (s.capture) s.hist_last.insert(s.hist_last.end(), r + aux, r + aux + H);  // the last tap: layer L
+  }
+}
+
+void EngineCore::deliver_capture(Seq& s) {
+  const size_t P = s.req->prompt.size(), H = size_t(target_.config().hidden), aux = proposer_taps_ * H;
+  const size_t T = std::min(s.hist_ids.size(), size_t(capture_.max_tokens));
+  if (T < P + 1) return;  // nothing generated past the prompt's last position
+  CapturedSequence c;
+  c.ids.assign(s.hist_ids.begin(), s.hist_ids.begin() + long(T));
+  c.loss_mask.resize(T);
+  for (size_t t = 0; t < T; ++t) c.loss_mask[t] = t + 1 >= P;
+  c.aux.assign(s.prompt_taps.begin(), s.prompt_taps.begin() + long(T * aux));
+  c.last.assign(s.hist_last.begin(), s.hist_last.begin() + long(T * H));
+  c.hidden = int(H);
+  c.prompt_tokens = int(P);
+  c.draft_version = draft_version_;
+  capture_.sink->consume(std::move(c));
+}
+
 void EngineCore::finish(Seq& s, const std::string& reason) {
+  if (s.capture && reason != "abort") deliver_capture(s);
   cache_->free(s.kv);
   if (s.proposing) proposer_->end(s.kv);
   reserved_blocks_ -= s.blocks;
@@ -296,7 +364,7 @@ void EngineCore::step() {
     if (!s.decoding) {
       const size_t first = s.prefilled;
       s.prefilled += c.tokens.size();
-      if (!taps_.empty()) s.prompt_taps.insert(s.prompt_taps.end(), taps_here, taps_here + c.tokens.size() * tap_row);
+      if (!taps_.empty()) record_rows(s, c.tokens.data(), taps_here, c.tokens.size());
       if (metrics_) metrics_->tokens(int64_t(c.tokens.size()), 0);
       const bool prefilled = s.prefilled == s.req->prompt.size();
       if (s.req->prompt_logprobs >= 0) {  // row r scores the prompt token after it
@@ -323,7 +391,7 @@ void EngineCore::step() {
         proposer_->begin(s.kv, s.req->prompt, taps_.empty() ? nullptr : s.prompt_taps.data(), s.last);
         s.proposing = true;
       }
-      s.prompt_taps = {};
+      if (!keep_history_) s.prompt_taps = {};
       continue;
     }
     const float* logits = out.logits.data() + row * size_t(V);
@@ -341,6 +409,10 @@ void EngineCore::step() {
     std::vector<int64_t> rows;
     for (int p : v.path) rows.push_back(len_before + 1 + p);
     cache_->keep_rows(s.kv, len_before + 1, rows);
+    if (keep_history_) {  // the root's and the accepted path's rows join the history
+      record_rows(s, &c.tokens[0], taps_here, 1);
+      for (int p : v.path) record_rows(s, &c.tokens[size_t(1 + p)], taps_here + size_t(1 + p) * tap_row, 1);
+    }
     bool more = true;
     size_t parent_row = 0;  // logits of a token come from its parent's row
     for (int p : v.path) {
@@ -354,7 +426,8 @@ void EngineCore::step() {
     if (s.proposing) {
       Proposer::Accepted a{s.kv, {}, nullptr};
       auto& taps = accepted_taps[i];
-      auto take = [&](size_t r) { taps.insert(taps.end(), taps_here + r * tap_row, taps_here + (r + 1) * tap_row); };
+      const size_t aux = proposer_taps_ * size_t(target_.config().hidden);  // the proposer's share of a row
+      auto take = [&](size_t r) { taps.insert(taps.end(), taps_here + r * tap_row, taps_here + r * tap_row + aux); };
       take(0);
       for (int p : v.path) {
         a.tokens.push_back(s.tree.tokens[size_t(p)]);

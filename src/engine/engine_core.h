@@ -12,6 +12,7 @@
 #include <memory>
 #include <vector>
 
+#include "engine/sample_sink.h"
 #include "runtime/request.h"
 #include "runtime/serving_metrics.h"
 #include "speculation/metrics.h"
@@ -49,11 +50,25 @@ class EngineCore {
   // Speculation counters and timings since construction.
   const SpecMetrics& spec_metrics() const { return spec_metrics_; }
 
+  // Online learning (`serve --online-train`). Both are called on the engine's thread between steps.
+  // capture(): finished sequences (those not marked Request::no_capture, a `fraction` of them)
+  // go to `opts.sink` with their taps; also keeps every sequence's tap history, so that a later
+  // swap_draft() can rebuild its draft state. Call before the first request.
+  void capture(const CaptureOptions& opts);
+  // Replaces the EAGLE-3 draft (same taps and shape as the one in use). Each sequence that drafts
+  // gets its draft KV rebuilt from its history; one without history (capture() not called)
+  // continues without drafts. Output stays exactly the target's either way.
+  void swap_draft(std::shared_ptr<const Eagle3Draft> draft, int version);
+  int draft_version() const { return draft_version_; }
+
  private:
   struct Seq;
   void size_kv_cache();
   void finish(Seq& s, const std::string& reason);
   bool emit(Seq& s, int token, const float* logits_row);
+  // Rows the target just ran for `s` (tokens with their taps): into its prompt or history taps.
+  void record_rows(Seq& s, const int* tokens, const float* taps, size_t n);
+  void deliver_capture(Seq& s);
   void draft(const std::vector<Seq*>& all_decoding, int fixed_tokens);
 
   ThreadPool& pool_;
@@ -65,7 +80,13 @@ class EngineCore {
   std::unique_ptr<KvCache> cache_;
   std::unique_ptr<Proposer> proposer_;
   std::unique_ptr<DraftPolicy> policy_;
-  std::vector<int> taps_;
+  std::vector<int> taps_;   // layers the forward taps: the proposer's, then (capturing) the last layer
+  size_t proposer_taps_ = 0;  // how many of taps_ the proposer reads
+  CaptureOptions capture_;
+  bool keep_history_ = false;
+  uint64_t capture_draws_ = 0;
+  std::shared_ptr<const Eagle3Draft> swapped_draft_;  // a draft swap_draft() installed (else spec_'s)
+  int draft_version_ = 0;
   std::vector<std::unique_ptr<Seq>> running_;
   int64_t reserved_blocks_ = 0;
   SpecMetrics spec_metrics_;

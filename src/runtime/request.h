@@ -32,6 +32,8 @@ struct Request {
   // New text (final, stop strings cut) and the tokens behind it since the last call.
   std::function<void(const std::string& text, const std::vector<TokenLogprob>& tokens)> on_output;
   std::function<void(const std::string& finish_reason, int completion_tokens)> on_finish;
+  // Kept out of online training (`serve --online-train`): the X-Eaglet-No-Train header.
+  bool no_capture = false;
   std::atomic<bool> cancelled{false};
   std::chrono::steady_clock::time_point arrival = std::chrono::steady_clock::now();
 };

@@ -3,6 +3,9 @@
 #include <spdlog/spdlog.h>
 
 #include <chrono>
+#include <future>
+
+#include "core/error.h"
 
 namespace eaglet {
 
@@ -42,10 +45,36 @@ void Scheduler::shutdown() {
   }
   cv_.notify_all();
   if (thread_.joinable()) thread_.join();
+  for (auto& t : tasks_) t();  // the loop has ended, so nobody waits for them in vain
+  tasks_.clear();
   engine_.abort_all("abort");
   for (auto& r : waiting_)
     if (r->on_finish) r->on_finish("abort", 0);
   waiting_.clear();
+}
+
+void Scheduler::run_on_engine(const std::function<void(EngineCore&)>& task) {
+  std::promise<void> done;
+  auto result = done.get_future();
+  {
+    std::lock_guard<std::mutex> lk(mu_);
+    EAGLET_CHECK(!stop_, "the engine is shutting down");
+    tasks_.push_back([&] {
+      try {
+        task(engine_);
+        done.set_value();
+      } catch (...) {
+        done.set_exception(std::current_exception());
+      }
+    });
+  }
+  cv_.notify_one();
+  result.get();
+}
+
+int Scheduler::num_waiting() {
+  std::lock_guard<std::mutex> lk(mu_);
+  return int(waiting_.size());
 }
 
 void Scheduler::admit() {
@@ -66,12 +95,30 @@ void Scheduler::publish_gauges() {
 
 void Scheduler::loop() {
   auto last_log = clock_type::now();
+  std::deque<std::function<void()>> tasks;
+  // Utilization over windows of about a second (also while idle: the wait wakes to close them).
+  auto window_start = clock_type::now();
+  double window_busy = 0;
+  auto roll = [&](clock_type::time_point now) {
+    if (const double w = std::chrono::duration<double>(now - window_start).count(); w >= 1.0) {
+      utilization_ = window_busy / w;
+      window_start = now;
+      window_busy = 0;
+    }
+  };
   for (;;) {
     {
       std::unique_lock<std::mutex> lk(mu_);
-      cv_.wait(lk, [&] { return stop_ || !waiting_.empty() || engine_.has_work(); });
+      while (!cv_.wait_for(lk, std::chrono::milliseconds(250),
+                           [&] { return stop_ || !waiting_.empty() || !tasks_.empty() || engine_.has_work(); }))
+        roll(clock_type::now());
       if (stop_) return;
+      tasks = std::move(tasks_);
+      tasks_.clear();
     }
+    for (auto& t : tasks) t();
+    tasks.clear();
+    const auto busy_from = clock_type::now();
     try {
       admit();
       engine_.step();
@@ -79,7 +126,11 @@ void Scheduler::loop() {
       spdlog::error("engine step failed: {}; aborting the running requests", e.what());
       engine_.abort_all("abort");
     }
+    const auto now = clock_type::now();
+    window_busy += std::chrono::duration<double>(now - busy_from).count();
+    roll(now);
     publish_gauges();
+    running_ = engine_.num_running();
     if (std::chrono::duration<double>(clock_type::now() - last_log).count() > opts_.log_interval_s) {
       last_log = clock_type::now();
       const std::string line = metrics_.take_interval_summary();

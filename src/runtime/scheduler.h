@@ -2,7 +2,9 @@
 // slots and KV blocks allow, runs engine steps (engine/engine_core.h) while there is work, and
 // publishes the gauges. Requests are fed in from the HTTP threads through submit().
 #pragma once
+#include <atomic>
 #include <condition_variable>
+#include <functional>
 #include <deque>
 #include <memory>
 #include <mutex>
@@ -32,6 +34,14 @@ class Scheduler {
   bool submit(std::shared_ptr<Request> r);
   // Stops the loop; in-flight requests finish with "abort".
   void shutdown();
+  // Runs `task` on the engine's thread between two steps (a draft swap, turning capture on) and
+  // waits for it; what it throws is rethrown here.
+  void run_on_engine(const std::function<void(EngineCore&)>& task);
+  // Requests queued for admission: the server is saturated while any wait.
+  int num_waiting();
+  int num_running() const { return running_.load(); }
+  // Share of the last ~second the engine spent stepping (0 idle .. 1 saturated).
+  double utilization() const { return utilization_.load(); }
 
  private:
   void loop();
@@ -42,6 +52,9 @@ class Scheduler {
   ServingMetrics& metrics_;
   EngineCore engine_;
   std::deque<std::shared_ptr<Request>> waiting_;
+  std::deque<std::function<void()>> tasks_;  // run_on_engine's, run between steps
+  std::atomic<int> running_{0};
+  std::atomic<double> utilization_{0};
   std::mutex mu_;
   std::condition_variable cv_;
   bool stop_ = false;

@@ -52,6 +52,20 @@ class ServingMetrics {
   void set_gauges(int running, int waiting, double kv_usage);
   // Labels of the cache_config_info gauge (block_size, num_gpu_blocks, ...), as vLLM exposes them.
   void set_cache_config(std::vector<std::pair<std::string, std::string>> labels);
+  // Online learning (`serve --online-train`): these families, named eaglet:*, appear once it is on.
+  struct OnlineTraining {
+    int64_t steps = 0, samples = 0, dropped = 0;  // trainer steps, samples trained on, samples dropped (queue full)
+    int64_t rejected = 0;  // candidates the guard turned down
+  };
+  void enable_online_training() { std::lock_guard<std::mutex> lk(mu_); online_on_ = true; }
+  void set_online_training(const OnlineTraining& t);
+  // The draft version serving from now on; spec_step() counts per version. A swap or a rollback
+  // counts one of each kind.
+  void set_draft_version(int version);
+  void count_draft_swap();
+  void count_draft_rollback();
+  // Speculation counters of one draft version (empty when it never served).
+  SpecMetrics version_metrics(int version) const;
   std::string render(const std::string& model_name) const;
   // vLLM-style "SpecDecoding metrics: ..." for the interval since the last call.
   std::string take_interval_summary();
@@ -67,6 +81,11 @@ class ServingMetrics {
   Histogram ttft_, itl_, tpot_, e2e_, queue_, prefill_, decode_, request_tpot_, prompt_len_, generation_len_,
       iteration_tokens_, draft_tokens_;
   SpecMetrics spec_, interval_;
+  bool online_on_ = false;
+  OnlineTraining online_;
+  int draft_version_ = 0;
+  int64_t swaps_ = 0, rollbacks_ = 0;
+  std::map<int, SpecMetrics> by_version_;
 };
 
 }  // namespace eaglet

@@ -19,6 +19,7 @@ struct ApiError {
 
 struct ApiRequest {
   bool chat = false;
+  bool no_train = false;  // the X-Eaglet-No-Train header: never captured for online training
   std::string model;
   struct Prompt {
     std::string text;           // a text prompt, or

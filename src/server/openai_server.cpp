@@ -185,6 +185,7 @@ class ApiCall : public std::enable_shared_from_this<ApiCall> {
       q->stop.stop_strings = r_.stop;
       q->stop.ignore_eos = r_.ignore_eos;
       q->top_logprobs = r_.logprobs;
+      q->no_capture = r_.no_train;
       auto self = shared_from_this();
       if (r_.echo && r_.logprobs >= 0) {
         q->prompt_logprobs = r_.logprobs;
@@ -378,6 +379,8 @@ void OpenAiServer::Impl::generate(const http::Request& hreq, const std::shared_p
     if (!authorized(hreq)) throw unauthorized();
     if (draining) throw ApiError{503, "the server is shutting down", "server_error", ""};
     ApiRequest r = parse_request(parse_body(hreq.body), chat, opts.sampling_defaults);
+    const std::string no_train = hreq.header("X-Eaglet-No-Train");
+    r.no_train = !no_train.empty() && no_train != "0" && no_train != "false";
     if (!r.model.empty() && r.model != opts.served_model_name)
       throw ApiError{404, fmt::format("The model `{}` does not exist.", r.model), "NotFoundError", "model"};
     const int max_len = scheduler.options().max_model_len;
@@ -486,6 +489,18 @@ void OpenAiServer::Impl::routes() {
   });
   transport.route("POST", "/tokenize", [this](const http::Request& q, std::shared_ptr<http::Responder> s) { tokenize_route(q, *s); });
   transport.route("POST", "/detokenize", [this](const http::Request& q, std::shared_ptr<http::Responder> s) { detokenize_route(q, *s); });
+  // Admin: back to the previous draft version (online training). Needs --api-key: an open server
+  // would let anyone change what it serves with.
+  transport.route("POST", "/v1/draft/rollback", [this](const http::Request& q, std::shared_ptr<http::Responder> s) {
+    if (opts.api_key.empty())
+      return send_error(*s, ApiError{403, "POST /v1/draft/rollback is an admin endpoint: start the server with --api-key",
+                                     "permission_error", ""});
+    if (!authorized(q)) return send_error(*s, unauthorized());
+    if (!opts.rollback_draft)
+      return send_error(*s, ApiError{404, "no draft versions: the server runs without --online-train", "NotFoundError", ""});
+    const json r = opts.rollback_draft();
+    s->send(r.value("rolled_back", false) ? 200 : 409, "application/json", to_text(r));
+  });
   transport.route("GET", "/metrics", [this](const http::Request& q, std::shared_ptr<http::Responder> s) {
     if (!opts.metrics_public && !authorized(q)) return send_error(*s, unauthorized());
     s->send(200, "text/plain; version=0.0.4", metrics.render(opts.served_model_name));

@@ -5,6 +5,8 @@
 // one response. A client that goes away cancels its sequences, streaming or not; shutdown drains
 // for a bounded time and ends every remaining stream with an "abort" chunk and [DONE].
 #pragma once
+#include <functional>
+#include <nlohmann/json.hpp>
 #include <cstdint>
 #include <memory>
 #include <optional>
@@ -33,6 +35,8 @@ struct ServerOptions {
   // --chat-template: a template replacing the tokenizer's (file contents or the template itself).
   std::string chat_template;
   SamplingDefaults sampling_defaults;  // --generation-config
+  // POST /v1/draft/rollback (online training): rolls the draft back one version, answers its JSON.
+  std::function<nlohmann::json()> rollback_draft;
 };
 
 class OpenAiServer {

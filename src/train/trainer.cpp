@@ -21,6 +21,7 @@
 #include "train/chat_data.h"
 #include "train/dataset.h"
 #include "train/draft_export.h"
+#include "train/draft_io.h"
 #include "train/distributed.h"
 #include "train/draft_module.h"
 #include "train/metrics.h"
@@ -34,12 +35,6 @@ namespace fs = std::filesystem;
 
 namespace {
 using clock_type = std::chrono::steady_clock;
-
-torch::Tensor to_tensor(const kernels::WeightView& w) {
-  std::vector<float> f(size_t(w.rows * w.cols));
-  kernels::to_f32(w.dtype, w.data, f.data(), w.rows * w.cols);
-  return torch::from_blob(f.data(), {w.rows, w.cols}, torch::kFloat32).clone();
-}
 
 std::vector<int> default_aux_layers(int L) { return {2, L / 2, L - 3}; }
 
@@ -69,51 +64,8 @@ DraftModuleOptions module_options(const TrainConfig& c, const ModelConfig& t) {
   return o;
 }
 
-// Target logits [B, T, V] from last_hidden [B, T, H], with the target's own final norm and
-// lm_head (computed here, not streamed), on `pool`.
-torch::Tensor target_logits(ThreadPool& pool, const Model& target, const std::vector<HiddenSample>& batch, int64_t T) {
-  const int64_t H = target.config().hidden, V = target.config().vocab, B = int64_t(batch.size());
-  auto out = torch::zeros({B, T, V}, torch::kFloat32);
-  std::vector<float> normed;
-  for (int64_t b = 0; b < B; ++b) {
-    const auto& s = batch[size_t(b)];
-    const int64_t n = int64_t(s.ids.size());
-    normed.resize(size_t(n * H));
-    target.final_norm(s.last.data(), n, normed.data());
-    kernels::matmul(pool, normed.data(), n, target.lm_head(), out.data_ptr<float>() + b * T * V);
-  }
-  return out;
-}
-
 LossMaskAlignment alignment_of(const TrainConfig& c) {
   return c.loss_mask == "next-token" ? LossMaskAlignment::NextToken : LossMaskAlignment::TorchSpec;
-}
-
-TttBatch make_batch(ThreadPool& pool, const Model& target, const std::vector<HiddenSample>& samples,
-                    LossMaskAlignment alignment) {
-  int64_t T = 0;
-  for (auto& s : samples) T = std::max<int64_t>(T, int64_t(s.ids.size()));
-  const int64_t B = int64_t(samples.size()), A = samples[0].aux.size() / samples[0].ids.size();
-  TttBatch b;
-  b.ids = torch::zeros({B, T}, torch::kLong);
-  b.aux = torch::zeros({B, T, A}, torch::kFloat32);
-  b.loss_mask = torch::zeros({B, T}, torch::kFloat32);
-  b.valid = torch::zeros({B, T}, torch::kFloat32);
-  b.alignment = alignment;
-  auto ids = b.ids.accessor<int64_t, 2>();
-  auto mask = b.loss_mask.accessor<float, 2>();
-  auto valid = b.valid.accessor<float, 2>();
-  for (int64_t i = 0; i < B; ++i) {
-    const auto& s = samples[size_t(i)];
-    for (size_t t = 0; t < s.ids.size(); ++t) {
-      ids[i][int64_t(t)] = s.ids[t];
-      mask[i][int64_t(t)] = float(s.loss_mask[t]);
-      valid[i][int64_t(t)] = 1.0f;
-    }
-    std::memcpy(b.aux.data_ptr<float>() + i * T * A, s.aux.data(), s.aux.size() * sizeof(float));
-  }
-  b.target_logits = target_logits(pool, target, samples, T);
-  return b;
 }
 
 double lr_at(const TrainConfig& c, int64_t step) {
@@ -241,45 +193,9 @@ bool load_checkpoint(Run& r) {
 }
 
 DraftExport make_export(Run& r) {
-  const auto& o = r.module->opts;
-  const auto& tc = r.bundle.model->config();
-  DraftExport d;
-  auto put = [&](const std::string& name, const torch::Tensor& t) {
-    auto c = t.detach().to(torch::kCPU).to(torch::kFloat32).contiguous();
-    DraftExport::Tensor x;
-    x.shape = c.sizes().vec();
-    x.data.assign(c.data_ptr<float>(), c.data_ptr<float>() + c.numel());
-    d.tensors[name] = std::move(x);
-  };
-  put("fc.weight", r.module->fc->weight);
-  put("layer.self_attn.q_proj.weight", r.module->q_proj->weight);
-  put("layer.self_attn.k_proj.weight", r.module->k_proj->weight);
-  put("layer.self_attn.v_proj.weight", r.module->v_proj->weight);
-  put("layer.self_attn.o_proj.weight", r.module->o_proj->weight);
-  put("layer.mlp.gate_proj.weight", r.module->gate_proj->weight);
-  put("layer.mlp.up_proj.weight", r.module->up_proj->weight);
-  put("layer.mlp.down_proj.weight", r.module->down_proj->weight);
-  put("layer.input_layernorm.weight", r.module->input_layernorm);
-  put("layer.hidden_norm.weight", r.module->hidden_norm);
-  put("layer.post_attention_layernorm.weight", r.module->post_attention_layernorm);
-  put("norm.weight", r.module->norm);
-  put("lm_head.weight", r.module->lm_head->weight);
-  d.hidden = o.hidden;
-  d.intermediate = o.intermediate;
-  d.num_heads = o.num_heads;
-  d.num_kv_heads = o.num_kv_heads;
-  d.head_dim = o.head_dim;
-  d.vocab = o.vocab;
-  d.draft_vocab = o.draft_vocab;
-  d.target_hidden = o.target_hidden;
-  d.max_position = tc.max_position;
-  d.rms_eps = float(o.rms_eps);
-  d.rope_theta = o.rope_theta;
+  DraftExport d = export_module(r.module, r.bundle.model->config(), r.aux, r.vmap);
   d.rope_source = r.cfg.draft.rope_theta > 0 ? "model.draft.rope_theta" : "target";
-  d.rope_scaling = o.rope_scaling;
   d.loss_mask_alignment = r.cfg.loss_mask;
-  d.aux_layers = r.aux;
-  d.vocab_map = r.vmap;
   return d;
 }
 
@@ -302,19 +218,11 @@ std::vector<double> per_rank_values(Run& r, double x) {
 // Per-step accuracy on the held-out samples; each rank scores its share (`eval` holds it).
 std::vector<double> evaluate(Run& r, const std::vector<HiddenSample>& eval) {
   const int S = r.cfg.ttt_steps;
-  std::vector<double> counts(size_t(2 * S), 0);  // correct per step, then valid per step
-  torch::NoGradGuard ng;
-  const bool was_training = r.module->is_training();
-  r.module->eval();
-  for (size_t b = 0; b < eval.size(); b += size_t(r.cfg.batch_size)) {
-    std::vector<HiddenSample> chunk(eval.begin() + long(b), eval.begin() + long(std::min(eval.size(), b + size_t(r.cfg.batch_size))));
-    auto res = ttt_forward(r.module, make_batch(*r.train_pool, *r.bundle.model, chunk, alignment_of(r.cfg)), S, r.cfg.step_weight, r.d2t_index, r.in_draft);
-    for (int i = 0; i < S; ++i) {
-      counts[size_t(i)] += res.step_correct[size_t(i)];
-      counts[size_t(S + i)] += res.step_valid[size_t(i)];
-    }
-  }
-  if (was_training) r.module->train();
+  TrainableDraft view;  // the run's vocabulary map, as ttt_accuracy takes it
+  view.d2t_index = r.d2t_index;
+  view.in_draft = r.in_draft;
+  std::vector<double> counts;
+  ttt_accuracy(r.module, view, *r.train_pool, *r.bundle.model, eval, S, r.cfg.batch_size, alignment_of(r.cfg), &counts);
   sum_over_ranks(r, counts);
   std::vector<double> acc;
   for (int i = 0; i < S; ++i) acc.push_back(counts[size_t(S + i)] > 0 ? counts[size_t(i)] / counts[size_t(S + i)] : 0);
@@ -483,8 +391,8 @@ TrainSummary run_training(const TrainConfig& config, const TrainHooks& hooks) {
   r.module = DraftModule(mo);
   {
     torch::NoGradGuard ng;
-    r.module->embed.copy_(to_tensor(target.embed_view()));
-    if (cfg.lm_head != "train") r.module->lm_head->weight.copy_(to_tensor(target.lm_head()).index_select(0, r.d2t_index));
+    r.module->embed.copy_(weight_tensor(target.embed_view()));
+    if (cfg.lm_head != "train") r.module->lm_head->weight.copy_(weight_tensor(target.lm_head()).index_select(0, r.d2t_index));
   }
   if (cfg.lm_head == "frozen-target") r.module->lm_head->weight.set_requires_grad(false);
   for (auto& p : r.module->parameters())
@@ -666,50 +574,13 @@ DraftModuleOptions draft_module_options(const TrainConfig& c, const ModelConfig&
 
 std::vector<float> torch_draft_logits(const std::string& export_dir, const Model& target, const std::vector<int>& tokens,
                                       const std::vector<float>& aux) {
-  JsonConfig cfg = JsonConfig::load(export_dir + "/config.json");
-  DraftModuleOptions o;
-  o.hidden = int(cfg.get_int("hidden_size"));
-  o.target_hidden = int(cfg.get_int("target_hidden_size", o.hidden));
-  o.intermediate = int(cfg.get_int("intermediate_size"));
-  o.num_heads = int(cfg.get_int("num_attention_heads"));
-  o.num_kv_heads = int(cfg.get_int("num_key_value_heads"));
-  o.head_dim = int(cfg.get_int("head_dim"));
-  o.vocab = int(cfg.get_int("vocab_size"));
-  o.draft_vocab = int(cfg.get_int("draft_vocab_size"));
-  o.rms_eps = cfg.get_double("rms_norm_eps");
-  const Rope rope = Rope::from_config(cfg, o.head_dim);  // rope_theta and any rope_scaling, as the engine reads them
-  o.rope_theta = rope.theta;
-  o.rope_inv_freq = rope.inv_freq;
-  o.rope_position_scale = rope.position_scale;
-  DraftModule m(o);
-  Checkpoint ck = Checkpoint::open_dir(export_dir);
-  const std::string P = ck.has("midlayer.fc.weight") || ck.has("midlayer.hidden_norm.weight") ? "midlayer." : "layers.0.";
-  auto load = [&](const std::string& name) {
-    const TensorInfo& t = ck.get(name);
-    std::vector<float> f(size_t(t.numel()));
-    kernels::to_f32(t.dtype, t.data, f.data(), t.numel());
-    return torch::from_blob(f.data(), t.shape, torch::kFloat32).clone();
-  };
-  torch::NoGradGuard ng;
-  m->fc->weight.copy_(load("fc.weight"));
-  m->q_proj->weight.copy_(load(P + "self_attn.q_proj.weight"));
-  m->k_proj->weight.copy_(load(P + "self_attn.k_proj.weight"));
-  m->v_proj->weight.copy_(load(P + "self_attn.v_proj.weight"));
-  m->o_proj->weight.copy_(load(P + "self_attn.o_proj.weight"));
-  m->gate_proj->weight.copy_(load(P + "mlp.gate_proj.weight"));
-  m->up_proj->weight.copy_(load(P + "mlp.up_proj.weight"));
-  m->down_proj->weight.copy_(load(P + "mlp.down_proj.weight"));
-  m->input_layernorm.copy_(load(P + "input_layernorm.weight"));
-  m->hidden_norm.copy_(load(P + "hidden_norm.weight"));
-  m->post_attention_layernorm.copy_(load(P + "post_attention_layernorm.weight"));
-  m->norm.copy_(load("norm.weight"));
-  m->lm_head->weight.copy_(load("lm_head.weight"));
-  m->embed.copy_(to_tensor(target.embed_view()));
+  TrainableDraft d = load_trainable_draft(export_dir, target);
   const int64_t T = int64_t(tokens.size());
+  torch::NoGradGuard ng;
   auto ids = torch::tensor(std::vector<int64_t>(tokens.begin(), tokens.end()), torch::kLong).view({1, T});
-  auto a = torch::from_blob(const_cast<float*>(aux.data()), {1, T, 3 * o.target_hidden}, torch::kFloat32).clone();
+  auto a = torch::from_blob(const_cast<float*>(aux.data()), {1, T, 3 * d.module->opts.target_hidden}, torch::kFloat32).clone();
   std::vector<torch::Tensor> keys, values;
-  auto [logits, out] = m->step(ids, m->fuse(a), 0, keys, values);
+  auto [logits, out] = d.module->step(ids, d.module->fuse(a), 0, keys, values);
   auto c = logits.contiguous();
   return std::vector<float>(c.data_ptr<float>(), c.data_ptr<float>() + c.numel());
 }

@@ -3,6 +3,7 @@
 #include <filesystem>
 #include <nlohmann/json.hpp>
 #include <numeric>
+#include <algorithm>
 #include <random>
 
 #include "io/safetensors.h"
@@ -103,6 +104,29 @@ void write_draft(const std::string& dir, const DraftSpec& s) {
     ts.push_back({"t2d", DType::BOOL, {s.vocab}, t2d});
   }
   write_safetensors(dir + "/model.safetensors", ts);
+}
+
+void write_steered_byte_target(const std::string& dir) {
+  write_byte_vocab_target(dir);
+  const int live[] = {0, 3, 6};
+  std::vector<TensorToWrite> all;
+  {
+    const Checkpoint ck = Checkpoint::open_dir(dir);
+    for (const std::string& n : ck.names()) {
+      const TensorInfo& t = ck.get(n);
+      std::string bytes(reinterpret_cast<const char*>(t.data), t.nbytes);
+      if (n == "lm_head.weight") {
+        auto* w = reinterpret_cast<float*>(bytes.data());
+        const int64_t rows = t.shape[0], cols = t.shape[1];
+        for (int64_t r = 0; r < rows; ++r) {
+          const bool keep = std::find(std::begin(live), std::end(live), int(r)) != std::end(live);
+          for (int64_t c = 0; c < cols; ++c) w[r * cols + c] = keep ? 4.0f * w[r * cols + c] : 0.0f;
+        }
+      }
+      all.push_back({n, t.dtype, t.shape, std::move(bytes)});
+    }
+  }
+  write_safetensors(dir + "/model.safetensors", all);
 }
 
 }  // namespace eaglet::test

@@ -31,6 +31,10 @@ struct DraftSpec {
 };
 
 void write_draft(const std::string& dir, const DraftSpec& s);
+// The byte-vocabulary target (test_util's) with every lm_head row zeroed but those of target ids
+// 0, 3 and 6, which a draft with draft_vocab 3 holds (write_draft's d2t: every third id): its
+// drafts are then right some of the time, so speculation has something to accept.
+void write_steered_byte_target(const std::string& dir);
 inline void PrintTo(const DraftSpec& s, std::ostream* os) { *os << (s.vllm_keys ? "layers.0" : "midlayer") << " draft"; }
 
 }  // namespace eaglet::test

@@ -1,0 +1,94 @@
+// The trainer side of `serve --online-train` (built with the trainer only).
+#include "cli/online_train.h"
+
+#include <spdlog/spdlog.h>
+
+#include "core/error.h"
+#include "train/online_trainer.h"
+
+namespace eaglet::cli {
+
+namespace {
+
+class Session : public OnlineSession {
+ public:
+  ~Session() override {
+    if (trainer) trainer->stop();
+  }
+  std::unique_ptr<DraftVersions> versions;
+  std::unique_ptr<OnlineTrainer> trainer;
+};
+
+}  // namespace
+
+std::unique_ptr<OnlineSession> start_online_training(const OnlineTrainCliOptions& o, ModelBundle& bundle,
+                                                     const SpecSetup& spec, const std::string& draft_dir, int version,
+                                                     Scheduler& scheduler, ServingMetrics& metrics,
+                                                     ServerOptions* server) {
+  EAGLET_CHECK(spec.draft() && spec.method() == "eagle3", "--online-train trains an EAGLE-3 draft: give one with --draft");
+  EAGLET_CHECK(!o.dir.empty(), "--online-train needs --online-train-dir (checkpoints and draft versions go there)");
+  auto s = std::make_unique<Session>();
+  // The draft loaded at start lives in `spec`; the versions hold it without owning it.
+  std::shared_ptr<const Eagle3Draft> initial(spec.draft(), [](const Eagle3Draft*) {});
+  s->versions = std::make_unique<DraftVersions>(scheduler, metrics, initial, draft_dir, version,
+                                                DraftVersions::Options{o.judge_drafts, o.max_drop});
+  OnlineTrainOptions t;
+  t.dir = o.dir;
+  t.threads = o.threads;
+  t.nice = o.nice;
+  t.max_cpu_share = o.cpu_share;
+  t.batch_size = o.batch_size;
+  t.lr = o.lr;
+  t.eval_every = o.eval_every;
+  t.eval_samples = o.eval_samples;
+  t.replay_size = o.replay;
+  t.min_gain = o.min_gain;
+  t.poison = o.poison;
+  DraftVersions* versions = s->versions.get();
+  Eagle3LoadOptions lo;
+  lo.allow_unused_tensors = false;
+  OnlineTrainer::Hooks hooks;
+  const Model& target = *bundle.model;
+  hooks.install = [versions, &target, lo](const OnlineTrainer::Candidate& c) {
+    try {
+      std::shared_ptr<const Eagle3Draft> d = Eagle3Draft::load(c.dir, target, lo);
+      versions->install(std::move(d), c.dir, c.version,
+                        fmt::format("simulated acceptance {:.3f} -> {:.3f} on the held-back traffic at trainer step {}",
+                                    c.serving_score, c.candidate_score, c.step));
+      return true;
+    } catch (const std::exception& e) {
+      spdlog::error("draft version {} ({}) could not be swapped in: {}", c.version, c.dir, e.what());
+      return false;
+    }
+  };
+  const double pause_above = o.pause_above;
+  hooks.busy = [&scheduler, pause_above] {
+    return scheduler.num_waiting() > 0 || (pause_above < 1.0 && scheduler.utilization() > pause_above);
+  };
+  hooks.on_stats = [versions, &metrics](const OnlineTrainStats& st) {
+    ServingMetrics::OnlineTraining m;
+    m.steps = st.steps;
+    m.samples = st.samples_trained;
+    m.dropped = st.dropped;
+    m.rejected = st.rejected;
+    metrics.set_online_training(m);
+    versions->check();
+  };
+  s->trainer = std::make_unique<OnlineTrainer>(target, draft_dir, version, t, hooks);
+  OnlineTrainer* trainer = s->trainer.get();
+  versions->on_rollback = [trainer](int v, const std::string& dir) { trainer->reset_to(dir, v); };
+  server->rollback_draft = [versions] { return versions->rollback("POST /v1/draft/rollback"); };
+  metrics.enable_online_training();
+  CaptureOptions cap;
+  cap.sink = trainer;
+  cap.fraction = o.fraction;
+  cap.max_tokens = o.max_tokens;
+  scheduler.run_on_engine([&](EngineCore& e) { e.capture(cap); });
+  trainer->start();
+  spdlog::info("online training on: {} of requests captured, trainer on {} thread(s) at nice {} within {:.0f}% of the "
+               "time, a candidate every {} steps, versions in {}", o.fraction, o.threads, o.nice, 100 * o.cpu_share,
+               o.eval_every, o.dir);
+  return s;
+}
+
+}  // namespace eaglet::cli

@@ -1,0 +1,208 @@
+#include "train/draft_io.h"
+
+#include <cstring>
+
+#include "core/error.h"
+#include "io/json_config.h"
+#include "io/safetensors.h"
+#include "models/eagle3_config.h"
+#include "models/rope.h"
+
+namespace eaglet {
+
+torch::Tensor weight_tensor(const kernels::WeightView& w) {
+  std::vector<float> f(size_t(w.rows * w.cols));
+  kernels::to_f32(w.dtype, w.data, f.data(), w.rows * w.cols);
+  return torch::from_blob(f.data(), {w.rows, w.cols}, torch::kFloat32).clone();
+}
+
+namespace {
+
+// Target logits [B, T, V] from last_hidden [B, T, H], with the target's own final norm and
+// lm_head (computed here, not streamed), on `pool`.
+torch::Tensor target_logits(ThreadPool& pool, const Model& target, const std::vector<HiddenSample>& batch, int64_t T) {
+  const int64_t H = target.config().hidden, V = target.config().vocab, B = int64_t(batch.size());
+  auto out = torch::zeros({B, T, V}, torch::kFloat32);
+  std::vector<float> normed;
+  for (int64_t b = 0; b < B; ++b) {
+    const auto& s = batch[size_t(b)];
+    const int64_t n = int64_t(s.ids.size());
+    normed.resize(size_t(n * H));
+    target.final_norm(s.last.data(), n, normed.data());
+    kernels::matmul(pool, normed.data(), n, target.lm_head(), out.data_ptr<float>() + b * T * V);
+  }
+  return out;
+}
+
+}  // namespace
+
+TttBatch make_batch(ThreadPool& pool, const Model& target, const std::vector<HiddenSample>& samples,
+                    LossMaskAlignment alignment) {
+  int64_t T = 0;
+  for (auto& s : samples) T = std::max<int64_t>(T, int64_t(s.ids.size()));
+  const int64_t B = int64_t(samples.size()), A = samples[0].aux.size() / samples[0].ids.size();
+  TttBatch b;
+  b.ids = torch::zeros({B, T}, torch::kLong);
+  b.aux = torch::zeros({B, T, A}, torch::kFloat32);
+  b.loss_mask = torch::zeros({B, T}, torch::kFloat32);
+  b.valid = torch::zeros({B, T}, torch::kFloat32);
+  b.alignment = alignment;
+  auto ids = b.ids.accessor<int64_t, 2>();
+  auto mask = b.loss_mask.accessor<float, 2>();
+  auto valid = b.valid.accessor<float, 2>();
+  for (int64_t i = 0; i < B; ++i) {
+    const auto& s = samples[size_t(i)];
+    for (size_t t = 0; t < s.ids.size(); ++t) {
+      ids[i][int64_t(t)] = s.ids[t];
+      mask[i][int64_t(t)] = float(s.loss_mask[t]);
+      valid[i][int64_t(t)] = 1.0f;
+    }
+    std::memcpy(b.aux.data_ptr<float>() + i * T * A, s.aux.data(), s.aux.size() * sizeof(float));
+  }
+  b.target_logits = target_logits(pool, target, samples, T);
+  return b;
+}
+
+TrainableDraft load_trainable_draft(const std::string& dir, const Model& target) {
+  const JsonConfig top = JsonConfig::load(dir + "/config.json");
+  const Eagle3Config c = parse_eagle3_config(top, target.config().num_layers);
+  const char* unsupported = c.num_layers != 1                         ? "num_hidden_layers != 1"
+                            : c.layer != Eagle3Layer::Llama            ? "a Qwen3 decoder layer"
+                            : c.fc_norm                                ? "fc_norm"
+                            : c.norm_before_fc                         ? "norm_before_fc"
+                            : c.norm_output                            ? "norm_output"
+                            : c.norm_before_residual                   ? "norm_before_residual"
+                            : c.attention_bias                         ? "attention_bias"
+                            : c.target_hidden != target.config().hidden ? "a target_hidden_size other than the target's"
+                                                                       : nullptr;
+  if (unsupported)
+    fail("{}: the trainer's draft module is plain EAGLE-3 (one Llama layer); this draft has {}", dir, unsupported);
+  DraftModuleOptions o;
+  o.hidden = c.hidden;
+  o.target_hidden = c.target_hidden;
+  o.intermediate = c.intermediate;
+  o.num_heads = c.num_heads;
+  o.num_kv_heads = c.num_kv_heads;
+  o.head_dim = c.head_dim;
+  o.vocab = c.vocab;
+  o.draft_vocab = c.draft_vocab;
+  o.rms_eps = c.rms_eps;
+  const Rope rope = Rope::from_config(eagle3_layer_config(top), o.head_dim);  // as the engine reads it
+  o.rope_theta = rope.theta;
+  o.rope_inv_freq = rope.inv_freq;
+  o.rope_position_scale = rope.position_scale;
+  o.rope_scaling = rope.scaling_config;
+  TrainableDraft d;
+  d.module = DraftModule(o);
+  d.aux_layers = c.aux_layers;
+  const Checkpoint ck = Checkpoint::open_dir(dir);
+  const std::string P = ck.has("midlayer.self_attn.q_proj.weight") ? "midlayer." : "layers.0.";
+  auto load = [&](const std::string& name, std::vector<int64_t> shape) {
+    const TensorInfo& t = ck.get(name, shape);
+    std::vector<float> f(size_t(t.numel()));
+    kernels::to_f32(t.dtype, t.data, f.data(), t.numel());
+    return torch::from_blob(f.data(), t.shape, torch::kFloat32).clone();
+  };
+  const int64_t H = o.hidden, qd = int64_t(o.num_heads) * o.head_dim, kvd = int64_t(o.num_kv_heads) * o.head_dim;
+  auto& m = d.module;
+  torch::NoGradGuard ng;
+  m->fc->weight.copy_(load("fc.weight", {H, 3 * int64_t(o.target_hidden)}));
+  m->q_proj->weight.copy_(load(P + "self_attn.q_proj.weight", {qd, 2 * H}));
+  m->k_proj->weight.copy_(load(P + "self_attn.k_proj.weight", {kvd, 2 * H}));
+  m->v_proj->weight.copy_(load(P + "self_attn.v_proj.weight", {kvd, 2 * H}));
+  m->o_proj->weight.copy_(load(P + "self_attn.o_proj.weight", {H, qd}));
+  m->gate_proj->weight.copy_(load(P + "mlp.gate_proj.weight", {o.intermediate, H}));
+  m->up_proj->weight.copy_(load(P + "mlp.up_proj.weight", {o.intermediate, H}));
+  m->down_proj->weight.copy_(load(P + "mlp.down_proj.weight", {H, o.intermediate}));
+  m->input_layernorm.copy_(load(P + "input_layernorm.weight", {H}));
+  m->hidden_norm.copy_(load(P + "hidden_norm.weight", {H}));
+  m->post_attention_layernorm.copy_(load(P + "post_attention_layernorm.weight", {H}));
+  m->norm.copy_(load("norm.weight", {H}));
+  m->embed.copy_(ck.has("embed_tokens.weight") ? load("embed_tokens.weight", {o.vocab, H})
+                                               : weight_tensor(target.embed_view()));
+  // The vocabulary map: d2t offsets when the draft vocabulary is pruned.
+  std::vector<int64_t> ids(size_t(o.draft_vocab));
+  for (int i = 0; i < o.draft_vocab; ++i) ids[size_t(i)] = i;
+  if (ck.has("d2t")) {
+    const TensorInfo& t = ck.get("d2t", {o.draft_vocab}, {DType::I64});
+    d.vocab_map.d2t.assign(reinterpret_cast<const int64_t*>(t.data), reinterpret_cast<const int64_t*>(t.data) + o.draft_vocab);
+    for (int i = 0; i < o.draft_vocab; ++i) ids[size_t(i)] += d.vocab_map.d2t[size_t(i)];
+  }
+  d.vocab_map.t2d.assign(size_t(o.vocab), 0);
+  for (int64_t id : ids) {
+    EAGLET_CHECK(id >= 0 && id < o.vocab, "{}: d2t maps outside the vocabulary", dir);
+    d.vocab_map.t2d[size_t(id)] = 1;
+  }
+  m->lm_head->weight.copy_(ck.has("lm_head.weight") ? load("lm_head.weight", {o.draft_vocab, H})
+                                                    : weight_tensor(target.lm_head()).index_select(0, torch::tensor(ids)));
+  d.d2t_index = torch::tensor(ids, torch::kLong);
+  d.in_draft = torch::tensor(std::vector<uint8_t>(d.vocab_map.t2d.begin(), d.vocab_map.t2d.end())).to(torch::kBool);
+  return d;
+}
+
+DraftExport export_module(const DraftModule& m, const ModelConfig& tc, const std::vector<int>& aux_layers,
+                          const VocabMapping& vmap) {
+  const auto& o = m->opts;
+  DraftExport d;
+  auto put = [&](const std::string& name, const torch::Tensor& t) {
+    auto c = t.detach().to(torch::kCPU).to(torch::kFloat32).contiguous();
+    DraftExport::Tensor x;
+    x.shape = c.sizes().vec();
+    x.data.assign(c.data_ptr<float>(), c.data_ptr<float>() + c.numel());
+    d.tensors[name] = std::move(x);
+  };
+  put("fc.weight", m->fc->weight);
+  put("layer.self_attn.q_proj.weight", m->q_proj->weight);
+  put("layer.self_attn.k_proj.weight", m->k_proj->weight);
+  put("layer.self_attn.v_proj.weight", m->v_proj->weight);
+  put("layer.self_attn.o_proj.weight", m->o_proj->weight);
+  put("layer.mlp.gate_proj.weight", m->gate_proj->weight);
+  put("layer.mlp.up_proj.weight", m->up_proj->weight);
+  put("layer.mlp.down_proj.weight", m->down_proj->weight);
+  put("layer.input_layernorm.weight", m->input_layernorm);
+  put("layer.hidden_norm.weight", m->hidden_norm);
+  put("layer.post_attention_layernorm.weight", m->post_attention_layernorm);
+  put("norm.weight", m->norm);
+  put("lm_head.weight", m->lm_head->weight);
+  d.hidden = o.hidden;
+  d.intermediate = o.intermediate;
+  d.num_heads = o.num_heads;
+  d.num_kv_heads = o.num_kv_heads;
+  d.head_dim = o.head_dim;
+  d.vocab = o.vocab;
+  d.draft_vocab = o.draft_vocab;
+  d.target_hidden = o.target_hidden;
+  d.max_position = tc.max_position;
+  d.rms_eps = float(o.rms_eps);
+  d.rope_theta = o.rope_theta;
+  d.rope_scaling = o.rope_scaling;
+  d.aux_layers = aux_layers;
+  d.vocab_map = vmap;
+  return d;
+}
+
+std::vector<double> ttt_accuracy(DraftModule& m, const TrainableDraft& d, ThreadPool& pool, const Model& target,
+                                 const std::vector<HiddenSample>& samples, int steps, int batch_size,
+                                 LossMaskAlignment alignment, std::vector<double>* counts_out) {
+  std::vector<double> counts(size_t(2 * steps), 0);  // correct per step, then valid per step
+  torch::NoGradGuard ng;
+  const bool was_training = m->is_training();
+  m->eval();
+  for (size_t b = 0; b < samples.size(); b += size_t(batch_size)) {
+    std::vector<HiddenSample> chunk(samples.begin() + long(b),
+                                    samples.begin() + long(std::min(samples.size(), b + size_t(batch_size))));
+    auto res = ttt_forward(m, make_batch(pool, target, chunk, alignment), steps, 1.0, d.d2t_index, d.in_draft);
+    for (int i = 0; i < steps; ++i) {
+      counts[size_t(i)] += res.step_correct[size_t(i)];
+      counts[size_t(steps + i)] += res.step_valid[size_t(i)];
+    }
+  }
+  if (was_training) m->train();
+  if (counts_out) *counts_out = counts;
+  std::vector<double> acc;
+  for (int i = 0; i < steps; ++i)
+    acc.push_back(counts[size_t(steps + i)] > 0 ? counts[size_t(i)] / counts[size_t(steps + i)] : 0);
+  return acc;
+}
+
+}  // namespace eaglet

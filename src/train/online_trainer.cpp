@@ -1,0 +1,306 @@
+#include "train/online_trainer.h"
+
+#include <spdlog/spdlog.h>
+#include <sys/resource.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <random>
+
+#include "core/error.h"
+#include "core/thread_pool.h"
+#include "train/draft_io.h"
+#include "train/metrics.h"
+
+namespace eaglet {
+
+namespace fs = std::filesystem;
+
+namespace {
+using clock_type = std::chrono::steady_clock;
+
+// Copies every parameter and buffer of `src` into `dst` (same options).
+void copy_weights(DraftModule& dst, const DraftModule& src) {
+  torch::NoGradGuard ng;
+  auto d = dst->named_parameters(), s = src->named_parameters();
+  for (auto& p : s) d[p.key()].copy_(p.value());
+  auto db = dst->named_buffers(), sb = src->named_buffers();
+  for (auto& b : sb) db[b.key()].copy_(b.value());
+}
+
+DraftModule clone_module(const DraftModule& m) {
+  DraftModule c(m->opts);
+  copy_weights(c, m);
+  return c;
+}
+
+HiddenSample to_hidden(CapturedSequence&& c) {
+  HiddenSample h;
+  h.ids = std::move(c.ids);
+  h.loss_mask = std::move(c.loss_mask);
+  h.aux = std::move(c.aux);
+  h.last = std::move(c.last);
+  h.hidden = c.hidden;
+  return h;
+}
+
+void write_json_atomically(const std::string& path, const nlohmann::json& j) {
+  std::ofstream(path + ".tmp") << j.dump(1) << "\n";
+  fs::rename(path + ".tmp", path);
+}
+}  // namespace
+
+struct OnlineTrainer::State {
+  TrainableDraft draft;              // the module being trained, with its vocabulary map
+  DraftModule serving{nullptr};      // the serving version's weights: the guard's baseline
+  std::unique_ptr<torch::optim::AdamW> optim;
+  std::vector<torch::Tensor> params;
+  std::vector<HiddenSample> eval;    // the held-back slice (a ring of the most recent)
+  size_t eval_next = 0;
+  std::deque<HiddenSample> fresh;    // captured, not yet trained on
+  std::vector<HiddenSample> replay;  // reservoir over everything trained on
+  int64_t reservoir_seen = 0;
+  std::mt19937_64 rng;
+  int next_version = 1;
+  MetricsLog log{""};
+};
+
+OnlineTrainer::OnlineTrainer(const Model& target, const std::string& draft_dir, int version, OnlineTrainOptions opts,
+                             Hooks hooks)
+    : target_(target), opts_(std::move(opts)), hooks_(std::move(hooks)), st_(std::make_unique<State>()) {
+  EAGLET_CHECK(!opts_.dir.empty(), "--online-train-dir is required with --online-train");
+  EAGLET_CHECK(opts_.batch_size > 0 && opts_.eval_every > 0 && opts_.ttt_steps > 0 && opts_.replay_size > 0,
+               "--online-train: batch size, eval interval, TTT steps and replay size must be positive");
+  EAGLET_CHECK(opts_.max_cpu_share > 0 && opts_.max_cpu_share <= 1, "--online-train-cpu-share must be in (0, 1]");
+  fs::create_directories(opts_.dir);
+  State& s = *st_;
+  s.draft = load_trainable_draft(draft_dir, target_);
+  s.serving = clone_module(s.draft.module);
+  s.rng.seed(opts_.seed);
+  s.next_version = version + 1;
+  stats_.serving_version = version;
+  for (auto& p : s.draft.module->parameters())
+    if (p.requires_grad()) s.params.push_back(p);
+  s.optim = std::make_unique<torch::optim::AdamW>(
+      s.params, torch::optim::AdamWOptions(opts_.lr).betas({0.9, 0.95}).weight_decay(0.0));
+  const std::string ck = opts_.dir + "/checkpoint";
+  if (fs::exists(ck + "/state.json")) {
+    const auto state = nlohmann::json::parse(std::ifstream(ck + "/state.json"));
+    torch::load(s.draft.module, ck + "/model.pt");
+    torch::load(*s.optim, ck + "/optimizer.pt");
+    stats_.steps = state.value("step", int64_t(0));
+    stats_.samples_trained = state.value("samples_trained", int64_t(0));
+    s.next_version = std::max(s.next_version, state.value("next_version", 1));
+    spdlog::info("online training resumes from {} (step {}, serving draft version {})", ck, stats_.steps, version);
+  }
+  s.log = MetricsLog(opts_.dir + "/metrics.jsonl");
+}
+
+OnlineTrainer::~OnlineTrainer() { stop(); }
+
+void OnlineTrainer::consume(CapturedSequence s) {
+  std::lock_guard<std::mutex> lk(mu_);
+  ++stats_.samples_seen;
+  if (stop_ || int(queue_.size()) >= opts_.queue_size) {
+    ++stats_.dropped;
+    return;
+  }
+  queue_.push_back(std::move(s));
+  cv_.notify_one();
+}
+
+void OnlineTrainer::start() {
+  thread_ = std::thread([this] {
+    try {
+      run();
+    } catch (const std::exception& e) {
+      spdlog::error("online training stopped: {}", e.what());
+    }
+  });
+}
+
+void OnlineTrainer::stop() {
+  {
+    std::lock_guard<std::mutex> lk(mu_);
+    stop_ = true;
+  }
+  cv_.notify_all();
+  if (thread_.joinable()) thread_.join();
+}
+
+void OnlineTrainer::reset_to(const std::string& dir, int version) {
+  std::lock_guard<std::mutex> lk(mu_);
+  reset_dir_ = dir;
+  reset_version_ = version;
+}
+
+OnlineTrainStats OnlineTrainer::stats() const {
+  std::lock_guard<std::mutex> lk(mu_);
+  return stats_;
+}
+
+void OnlineTrainer::run() {
+  // Lower priority for this thread and the ones it starts (libtorch's, the pool's inherit it).
+  if (opts_.nice != 0) setpriority(PRIO_PROCESS, pid_t(syscall(SYS_gettid)), opts_.nice);
+  torch::set_num_threads(opts_.threads);
+  ThreadPool pool(opts_.threads);
+  State& s = *st_;
+  const auto align = LossMaskAlignment::TorchSpec;
+  auto save = [&] {
+    const std::string ck = opts_.dir + "/checkpoint", tmp = ck + ".tmp";
+    fs::remove_all(tmp);
+    fs::create_directories(tmp);
+    torch::save(s.draft.module, tmp + "/model.pt");
+    torch::save(*s.optim, tmp + "/optimizer.pt");
+    const OnlineTrainStats now = stats();
+    std::ofstream(tmp + "/state.json") << nlohmann::json{{"step", now.steps}, {"samples_trained", now.samples_trained},
+                                                          {"next_version", s.next_version}}.dump(1);
+    fs::remove_all(ck + ".old");
+    if (fs::exists(ck)) fs::rename(ck, ck + ".old");
+    fs::rename(tmp, ck);
+    fs::remove_all(ck + ".old");
+  };
+  for (;;) {
+    std::vector<CapturedSequence> arrived;
+    std::string reset_dir;
+    int reset_version = -1;
+    {
+      std::unique_lock<std::mutex> lk(mu_);
+      if (stop_) break;
+      arrived.assign(std::make_move_iterator(queue_.begin()), std::make_move_iterator(queue_.end()));
+      queue_.clear();
+      std::swap(reset_dir, reset_dir_);
+      std::swap(reset_version, reset_version_);
+    }
+    if (!reset_dir.empty()) {  // a rollback: train on from the weights now serving
+      TrainableDraft back = load_trainable_draft(reset_dir, target_);
+      copy_weights(s.draft.module, back.module);
+      copy_weights(s.serving, back.module);
+      s.optim = std::make_unique<torch::optim::AdamW>(
+          s.params, torch::optim::AdamWOptions(opts_.lr).betas({0.9, 0.95}).weight_decay(0.0));
+      std::lock_guard<std::mutex> lk(mu_);
+      stats_.serving_version = reset_version;
+      spdlog::info("online training restarts from draft version {} ({})", reset_version, reset_dir);
+    }
+    for (auto& c : arrived) {  // a share is held back for the guard; the rest is trained on
+      HiddenSample h = to_hidden(std::move(c));
+      if (std::uniform_real_distribution<double>(0, 1)(s.rng) < opts_.eval_share) {
+        if (int(s.eval.size()) < opts_.eval_samples) s.eval.push_back(std::move(h));
+        else s.eval[s.eval_next++ % s.eval.size()] = std::move(h);
+      } else {
+        s.fresh.push_back(std::move(h));
+      }
+    }
+    const size_t B = size_t(opts_.batch_size);
+    if ((hooks_.busy && hooks_.busy()) || s.fresh.size() + s.replay.size() < B) {
+      std::unique_lock<std::mutex> lk(mu_);
+      cv_.wait_for(lk, std::chrono::milliseconds(50), [&] { return stop_ || !queue_.empty(); });
+      continue;
+    }
+
+    // The batch: the newest traffic first (up to half), the rest drawn from the reservoir.
+    std::vector<HiddenSample> batch;
+    std::vector<HiddenSample> trained_fresh;
+    const size_t from_fresh = s.replay.size() < B ? std::min(B, s.fresh.size()) : std::min((B + 1) / 2, s.fresh.size());
+    for (size_t i = 0; i < from_fresh; ++i) {
+      batch.push_back(s.fresh.front());
+      trained_fresh.push_back(std::move(s.fresh.front()));
+      s.fresh.pop_front();
+    }
+    while (batch.size() < B && !s.replay.empty())
+      batch.push_back(s.replay[std::uniform_int_distribution<size_t>(0, s.replay.size() - 1)(s.rng)]);
+    if (batch.size() < B) {  // not enough yet: back into the queue of fresh samples
+      for (auto& h : trained_fresh) s.fresh.push_front(std::move(h));
+      continue;
+    }
+
+    const auto t0 = clock_type::now();
+    const int64_t step = stats().steps;
+    const double lr = opts_.lr * std::min(1.0, double(step + 1) / double(std::max(1, opts_.warmup)));
+    for (auto& group : s.optim->param_groups()) static_cast<torch::optim::AdamWOptions&>(group.options()).lr(lr);
+    s.draft.module->train();
+    s.draft.module->zero_grad();
+    TttResult res = ttt_forward(s.draft.module, make_batch(pool, target_, batch, align), opts_.ttt_steps,
+                                opts_.step_weight, s.draft.d2t_index, s.draft.in_draft);
+    res.loss.backward();
+    torch::nn::utils::clip_grad_norm_(s.params, opts_.grad_clip);
+    s.optim->step();
+    for (auto& h : trained_fresh) {  // reservoir sampling over everything trained on
+      ++s.reservoir_seen;
+      if (int(s.replay.size()) < opts_.replay_size) {
+        s.replay.push_back(std::move(h));
+      } else {
+        const auto j = std::uniform_int_distribution<int64_t>(0, s.reservoir_seen - 1)(s.rng);
+        if (j < opts_.replay_size) s.replay[size_t(j)] = std::move(h);
+      }
+    }
+    OnlineTrainStats now;
+    {
+      std::lock_guard<std::mutex> lk(mu_);
+      ++stats_.steps;
+      stats_.samples_trained += int64_t(trained_fresh.size());
+      now = stats_;
+    }
+    if (now.steps % 25 == 0)
+      s.log.write({{"kind", "train"}, {"step", now.steps}, {"loss", res.loss.item<double>()}, {"lr", lr},
+                   {"samples_seen", now.samples_seen}, {"samples_trained", now.samples_trained},
+                   {"dropped", now.dropped}, {"replay", s.replay.size()}, {"held_back", s.eval.size()}});
+
+    if (now.steps % opts_.eval_every == 0) {
+      if (int(s.eval.size()) < opts_.min_eval_samples) {
+        spdlog::info("online training: step {}, {} held-back samples (fewer than {}): no candidate yet", now.steps,
+                     s.eval.size(), opts_.min_eval_samples);
+      } else {
+        DraftModule cand = s.draft.module;
+        if (opts_.poison > 0) {  // a deliberately broken candidate (tests of the guard)
+          cand = clone_module(s.draft.module);
+          torch::NoGradGuard ng;
+          for (auto& p : cand->parameters()) p.add_(torch::randn_like(p) * opts_.poison);
+        }
+        const int k = opts_.ttt_steps;
+        const double serving = simulated_acceptance(
+            ttt_accuracy(s.serving, s.draft, pool, target_, s.eval, k, int(B), align), k);
+        const double candidate = simulated_acceptance(ttt_accuracy(cand, s.draft, pool, target_, s.eval, k, int(B), align), k);
+        bool installed = false;
+        Candidate c{"", 0, serving, candidate, now.steps};
+        if (candidate >= serving + opts_.min_gain) {
+          c.version = s.next_version++;
+          c.dir = opts_.dir + "/v" + std::to_string(c.version);
+          write_draft_export(c.dir, export_module(cand, target_.config(), s.draft.aux_layers, s.draft.vocab_map), "midlayer");
+          installed = hooks_.install && hooks_.install(c);
+          if (installed) {
+            copy_weights(s.serving, cand);
+            write_json_atomically(opts_.dir + "/current.json", {{"version", c.version}, {"dir", c.dir}});
+          }
+        }
+        spdlog::info("online training: step {}: candidate {:.3f} vs serving {:.3f} (simulated acceptance, {} held-back "
+                     "samples): {}", now.steps, candidate, serving, s.eval.size(),
+                     installed ? fmt::format("swapped in as version {}", c.version) : "rejected by the guard");
+        s.log.write({{"kind", "guard"}, {"step", now.steps}, {"serving", serving}, {"candidate", candidate},
+                     {"installed", installed}, {"version", installed ? c.version : now.serving_version},
+                     {"held_back", s.eval.size()}});
+        std::lock_guard<std::mutex> lk(mu_);
+        ++stats_.candidates;
+        (installed ? stats_.accepted : stats_.rejected) += 1;
+        if (installed) stats_.serving_version = c.version;
+        stats_.last_serving_score = serving;
+        stats_.last_candidate_score = candidate;
+        now = stats_;
+      }
+    }
+    if (now.steps % opts_.save_every == 0) save();
+    if (hooks_.on_stats) hooks_.on_stats(now);
+    // Stay within the CPU share: sleep in proportion to the step just taken.
+    const double dt = std::chrono::duration<double>(clock_type::now() - t0).count();
+    const double pause = dt * (1.0 / opts_.max_cpu_share - 1.0);
+    std::unique_lock<std::mutex> lk(mu_);
+    cv_.wait_for(lk, std::chrono::duration<double>(pause), [&] { return stop_; });
+  }
+  if (stats().steps > 0) save();
+}
+
+}  // namespace eaglet

@@ -1,0 +1,250 @@
+// The engine side of online training: captured sequences hold the target's own taps at every
+// position the target ran, and a draft swapped in mid-generation (even a useless one) changes
+// only the speed, never the output.
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <chrono>
+#include <thread>
+
+#include "engine/engine_core.h"
+#include "engine/generator.h"
+#include "engine/model_bundle.h"
+#include "models/eagle3.h"
+#include "runtime/draft_versions.h"
+#include "support/synthetic_eagle3.h"
+#include "support/test_util.h"
+
+namespace eaglet {
+namespace {
+
+struct CollectSink : SampleSink {
+  std::vector<CapturedSequence> got;
+  void consume(CapturedSequence s) override { got.push_back(std::move(s)); }
+};
+
+struct Rig {
+  test::TempDir dir;
+  ModelBundle bundle;
+  std::unique_ptr<SpecSetup> spec;
+  explicit Rig(uint64_t draft_seed = 4) {
+    test::write_steered_byte_target(dir.file("target"));
+    for (uint64_t seed : {draft_seed, draft_seed + 1}) write_draft(dir.file("draft" + std::to_string(seed)), seed, 0.3f);
+    bundle = load_bundle(dir.file("target"));
+    SpecOptions so;
+    so.draft_dir = dir.file("draft" + std::to_string(draft_seed));
+    so.num_speculative_tokens = 3;
+    spec = std::make_unique<SpecSetup>(so, *bundle.model);
+  }
+  void write_draft(const std::string& d, uint64_t seed, float scale) {
+    test::DraftSpec s;
+    s.vocab = 259;
+    s.draft_vocab = 3;
+    s.scale = scale;
+    s.seed = seed;
+    test::write_draft(d, s);
+  }
+  std::shared_ptr<const Eagle3Draft> load(const std::string& d) { return Eagle3Draft::load(d, *bundle.model); }
+  std::unique_ptr<EngineCore> engine() {
+    EngineOptions eo;
+    eo.max_num_seqs = 4;
+    eo.max_model_len = 256;
+    return std::make_unique<EngineCore>(test::pool(), *bundle.model, bundle.tokenizer, *spec, eo);
+  }
+};
+
+struct Output {
+  std::vector<int> tokens;
+  std::atomic<bool> done{false};  // set on the engine's thread (a scheduler's, in the last test)
+};
+
+std::shared_ptr<Request> request(const std::vector<int>& prompt, int max_tokens, Output* out, bool no_capture = false) {
+  auto r = std::make_shared<Request>();
+  r->prompt = prompt;
+  r->sampling.temperature = 0;
+  r->stop.max_tokens = max_tokens;
+  r->stop.ignore_eos = true;
+  r->no_capture = no_capture;
+  r->on_output = [out](const std::string&, const std::vector<TokenLogprob>& t) {
+    for (auto& x : t) out->tokens.push_back(x.token);
+  };
+  r->on_finish = [out](const std::string&, int) { out->done = true; };
+  return r;
+}
+
+std::vector<int> plain_greedy(Rig& s, const std::vector<int>& prompt, int max_tokens) {
+  GenerationRequest g;
+  g.prompt_ids = prompt;
+  g.sampling.temperature = 0;
+  g.stop.max_tokens = max_tokens;
+  g.stop.ignore_eos = true;
+  return generate(test::pool(), *s.bundle.model, s.bundle.tokenizer, g).token_ids;
+}
+
+const std::vector<std::vector<int>> kPrompts = {{1, 66, 98, 99}, {1, 84, 104, 101, 32}, {1, 79, 110}};
+
+// Swaps at a step where every sequence is mid-generation, to a second draft and then to a noisy
+// one that is nearly never right: each sequence's draft state is rebuilt from its history and
+// drafting goes on, and every output equals plain greedy decoding.
+TEST(OnlineEngine, DraftSwapsMidGenerationKeepTheOutputExact) {
+  Rig s;
+  s.write_draft(s.dir.file("noise"), 77, 3.0f);
+  auto e = s.engine();
+  CollectSink sink;
+  e->capture({&sink, 1.0, 2048, 0});
+  std::vector<Output> out(kPrompts.size());
+  for (size_t i = 0; i < kPrompts.size(); ++i) ASSERT_TRUE(e->try_add(request(kPrompts[i], 48, &out[i])));
+  for (int i = 0; i < 6; ++i) e->step();
+  const int64_t before = e->spec_metrics().num_drafts;
+  ASSERT_GT(before, 0);
+  for (auto& o : out) ASSERT_FALSE(o.done);
+  e->swap_draft(s.load(s.dir.file("draft5")), 1);
+  for (int i = 0; i < 5; ++i) e->step();
+  const int64_t mid = e->spec_metrics().num_drafts;
+  EXPECT_GT(mid, before);  // drafting went on with the new draft
+  e->swap_draft(s.load(s.dir.file("noise")), 2);
+  EXPECT_EQ(e->draft_version(), 2);
+  while (e->has_work()) e->step();
+  EXPECT_GT(e->spec_metrics().num_drafts, mid);
+  for (size_t i = 0; i < kPrompts.size(); ++i) EXPECT_EQ(out[i].tokens, plain_greedy(s, kPrompts[i], 48)) << i;
+  ASSERT_EQ(sink.got.size(), kPrompts.size());
+  for (auto& c : sink.got) EXPECT_EQ(c.draft_version, 2);
+}
+
+// Rebuilding is faithful: swapping a draft for itself mid-generation drafts and accepts exactly
+// what an engine that never swapped does.
+TEST(OnlineEngine, SwappingInTheSameDraftChangesNoDraft) {
+  Rig s;
+  auto run = [&](bool swap) {
+    auto e = s.engine();
+    CollectSink sink;
+    e->capture({&sink, 1.0, 2048, 0});
+    std::vector<Output> out(kPrompts.size());
+    for (size_t i = 0; i < kPrompts.size(); ++i) EXPECT_TRUE(e->try_add(request(kPrompts[i], 40, &out[i])));
+    for (int i = 0; i < 5; ++i) e->step();
+    if (swap) e->swap_draft(s.load(s.dir.file("draft4")), 1);
+    while (e->has_work()) e->step();
+    const SpecMetrics& m = e->spec_metrics();
+    return std::vector<int64_t>{m.num_drafts, m.num_draft_tokens, m.num_accepted_tokens};
+  };
+  const auto plain = run(false);
+  EXPECT_GT(plain[2], 0);
+  EXPECT_EQ(run(true), plain);
+}
+
+// Without capture() an engine keeps no history: a swap leaves its running sequences to plain
+// decoding (still exact) and drafts for the sequences that start after it.
+TEST(OnlineEngine, SwapWithoutHistoryFallsBackToPlainDecoding) {
+  Rig s;
+  auto e = s.engine();
+  Output a, b;
+  ASSERT_TRUE(e->try_add(request(kPrompts[0], 32, &a)));
+  for (int i = 0; i < 4; ++i) e->step();
+  e->swap_draft(s.load(s.dir.file("draft5")), 1);
+  ASSERT_TRUE(e->try_add(request(kPrompts[1], 32, &b)));
+  const int64_t before = e->spec_metrics().num_drafts;
+  while (e->has_work()) e->step();
+  EXPECT_GT(e->spec_metrics().num_drafts, before);
+  EXPECT_EQ(a.tokens, plain_greedy(s, kPrompts[0], 32));
+  EXPECT_EQ(b.tokens, plain_greedy(s, kPrompts[1], 32));
+}
+
+// A captured sequence: the tokens the target ran over, their taps as a plain prefill of those
+// tokens computes them, and the loss mask over the generated part.
+TEST(OnlineEngine, CapturedSequencesHoldTheTargetsTapsAtEveryPosition) {
+  Rig s;
+  auto e = s.engine();
+  CollectSink sink;
+  e->capture({&sink, 1.0, 2048, 0});
+  Output out, hidden;
+  ASSERT_TRUE(e->try_add(request(kPrompts[1], 24, &out)));
+  ASSERT_TRUE(e->try_add(request(kPrompts[0], 24, &hidden, /*no_capture=*/true)));  // X-Eaglet-No-Train
+  while (e->has_work()) e->step();
+  ASSERT_EQ(sink.got.size(), 1u);
+  const CapturedSequence& c = sink.got[0];
+  const std::vector<int>& P = kPrompts[1];
+  std::vector<int> want = P;
+  want.insert(want.end(), out.tokens.begin(), out.tokens.end() - 1);  // the last token was never run
+  EXPECT_EQ(c.ids, want);
+  EXPECT_EQ(c.prompt_tokens, int(P.size()));
+  ASSERT_EQ(c.loss_mask.size(), want.size());
+  for (size_t t = 0; t < want.size(); ++t) EXPECT_EQ(c.loss_mask[t], t + 1 >= P.size() ? 1 : 0) << t;
+  // The reference: one prefill over the same tokens, tapping the draft's layers and the last one.
+  Model& m = *s.bundle.model;
+  std::vector<int> layers = s.spec->draft()->config().aux_layers;
+  layers.push_back(m.config().num_layers);
+  KvCache cache(m.kv_shape(kv_blocks_for(int64_t(want.size()))));
+  std::vector<float> taps;
+  prefill(test::pool(), m, cache, cache.create(), want, 512, layers, &taps);
+  const size_t H = size_t(m.config().hidden), T = want.size();
+  ASSERT_EQ(c.aux.size(), T * 3 * H);
+  ASSERT_EQ(c.last.size(), T * H);
+  double worst = 0;
+  for (size_t t = 0; t < T; ++t)
+    for (size_t j = 0; j < 4 * H; ++j) {
+      const float got = j < 3 * H ? c.aux[t * 3 * H + j] : c.last[t * H + j - 3 * H];
+      worst = std::max(worst, double(std::abs(got - taps[t * 4 * H + j])));
+    }
+  EXPECT_LT(worst, 1e-4);
+}
+
+TEST(OnlineEngine, CaptureFractionZeroCapturesNothing) {
+  Rig s;
+  auto e = s.engine();
+  CollectSink sink;
+  e->capture({&sink, 0.0, 2048, 0});
+  Output out;
+  ASSERT_TRUE(e->try_add(request(kPrompts[2], 16, &out)));
+  while (e->has_work()) e->step();
+  EXPECT_TRUE(sink.got.empty());
+  EXPECT_EQ(out.tokens, plain_greedy(s, kPrompts[2], 16));
+}
+
+// Serves `n` greedy requests through the scheduler and waits for them.
+void serve(Scheduler& sched, int n, int first = 0) {
+  std::vector<Output> out(static_cast<size_t>(n));
+  std::vector<std::shared_ptr<Request>> reqs;
+  for (int i = 0; i < n; ++i) {
+    reqs.push_back(request({1, 65 + (first + i) % 26, 97 + (first + i) * 7 % 26, 32}, 40, &out[size_t(i)]));
+    while (!sched.submit(reqs.back())) std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+  for (auto& o : out)
+    while (!o.done) std::this_thread::sleep_for(std::chrono::milliseconds(5));
+}
+
+// A version that serves worse than the one before it (live acceptance, once it has served enough
+// drafts) is rolled back on its own; one that serves as well stays.
+TEST(OnlineEngine, AVersionThatServesWorseIsRolledBack) {
+  Rig s;
+  s.write_draft(s.dir.file("noise"), 77, 3.0f);
+  ServingMetrics metrics;
+  metrics.enable_online_training();
+  SchedulerOptions so;
+  so.max_num_seqs = 4;
+  so.max_model_len = 256;
+  Scheduler sched(test::pool(), s.bundle, *s.spec, so, metrics);
+  sched.run_on_engine([](EngineCore& e) { e.capture({}); });  // history only (swaps rebuild from it)
+  std::shared_ptr<const Eagle3Draft> initial(s.spec->draft(), [](const Eagle3Draft*) {});
+  DraftVersions v(sched, metrics, initial, s.dir.file("draft4"), 0, {.judge_drafts = 150, .max_drop = 0.1});
+  std::vector<int> rolled_to;
+  v.on_rollback = [&](int version, const std::string&) { rolled_to.push_back(version); };
+  serve(sched, 12);
+  ASSERT_GE(metrics.version_metrics(0).num_drafts, 150);
+  v.install(s.load(s.dir.file("noise")), s.dir.file("noise"), 1, "test");
+  for (int i = 0; metrics.version_metrics(1).num_drafts < 150 && i < 20; ++i) serve(sched, 4, 12 + 4 * i);
+  v.check();
+  EXPECT_EQ(rolled_to, std::vector<int>{0});
+  EXPECT_EQ(v.current(), 0);
+  EXPECT_LT(metrics.version_metrics(1).mean_acceptance_length(), metrics.version_metrics(0).mean_acceptance_length() - 0.1);
+  EXPECT_NE(metrics.render("m").find("eaglet:draft_rollbacks_total{model_name=\"m\",engine=\"0\"} 1"), std::string::npos);
+  // The same draft again, as version 2: judged and kept.
+  v.install(s.load(s.dir.file("draft4")), s.dir.file("draft4"), 2, "test");
+  for (int i = 0; metrics.version_metrics(2).num_drafts < 150 && i < 20; ++i) serve(sched, 4, 100 + 4 * i);
+  v.check();
+  EXPECT_EQ(v.current(), 2);
+  EXPECT_EQ(rolled_to.size(), 1u);
+  sched.shutdown();
+}
+
+}  // namespace
+}  // namespace eaglet

@@ -1,0 +1,261 @@
+// Online training (`serve --online-train`): the trainer learns from sequences the engine captured,
+// its guard passes candidates that score at least the serving draft and turns down broken ones,
+// it resumes from its checkpoint, and the server wires it all up (metrics, rollback, exactness).
+#include <gtest/gtest.h>
+#include <httplib.h>
+
+#include <chrono>
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <thread>
+
+#include "engine/engine_core.h"
+#include "engine/generator.h"
+#include "engine/model_bundle.h"
+#include "models/eagle3.h"
+#include "support/server_process.h"
+#include "support/synthetic_eagle3.h"
+#include "support/test_util.h"
+#include "train/draft_io.h"
+#include "train/online_trainer.h"
+
+namespace eaglet {
+namespace {
+
+using json = nlohmann::json;
+
+struct Rig {
+  test::TempDir dir;
+  ModelBundle bundle;
+  std::unique_ptr<SpecSetup> spec;
+  explicit Rig(int draft_vocab = 3) {
+    test::write_steered_byte_target(dir.file("target"));
+    test::DraftSpec s;
+    s.vocab = 259;
+    s.draft_vocab = draft_vocab;
+    s.scale = 0.3f;
+    s.seed = 4;
+    test::write_draft(dir.file("draft"), s);
+    bundle = load_bundle(dir.file("target"));
+    SpecOptions so;
+    so.draft_dir = dir.file("draft");
+    so.num_speculative_tokens = 3;
+    spec = std::make_unique<SpecSetup>(so, *bundle.model);
+  }
+  // Serves `n` greedy requests through an engine that captures them into `sink`.
+  void serve(SampleSink* sink, int n, int tokens = 40) {
+    EngineOptions eo;
+    eo.max_num_seqs = 8;
+    eo.max_model_len = 256;
+    EngineCore e(test::pool(), *bundle.model, bundle.tokenizer, *spec, eo);
+    e.capture({sink, 1.0, 2048, 0});
+    for (int i = 0; i < n; ++i) {
+      auto r = std::make_shared<Request>();
+      r->prompt = {1, 65 + i % 26, 97 + (i * 7) % 26, 32};
+      r->sampling.temperature = 0;
+      r->stop.max_tokens = tokens;
+      r->stop.ignore_eos = true;
+      while (!e.try_add(r)) e.step();
+    }
+    while (e.has_work()) e.step();
+  }
+  OnlineTrainOptions options(const std::string& out) const {
+    OnlineTrainOptions o;
+    o.dir = out;
+    o.nice = 0;
+    o.max_cpu_share = 1.0;
+    o.batch_size = 4;
+    o.lr = 3e-3;
+    o.eval_every = 10;
+    o.eval_samples = 12;
+    o.eval_share = 0.25;
+    o.min_eval_samples = 4;
+    o.save_every = 10;
+    return o;
+  }
+};
+
+bool wait_for(const std::function<bool()>& done, double seconds) {
+  const auto end = std::chrono::steady_clock::now() + std::chrono::milliseconds(int(seconds * 1000));
+  while (!done() && std::chrono::steady_clock::now() < end) std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  return done();
+}
+
+TEST(OnlineTrainer, LearnsFromCapturedTrafficAndOffersLoadableCandidates) {
+  Rig r;
+  std::vector<OnlineTrainer::Candidate> offered;
+  std::mutex mu;
+  OnlineTrainer::Hooks hooks;
+  hooks.install = [&](const OnlineTrainer::Candidate& c) {
+    std::lock_guard<std::mutex> lk(mu);
+    offered.push_back(c);
+    return true;
+  };
+  OnlineTrainer t(*r.bundle.model, r.dir.file("draft"), 0, r.options(r.dir.file("online")), hooks);
+  t.start();
+  r.serve(&t, 64);
+  ASSERT_TRUE(wait_for([&] { return t.stats().accepted >= 2; }, 120)) << t.stats().steps << " steps";
+  t.stop();
+  const OnlineTrainStats st = t.stats();
+  EXPECT_EQ(st.samples_seen, 64);
+  EXPECT_GT(st.samples_trained, 0);
+  EXPECT_EQ(st.serving_version, offered.back().version);
+  for (auto& c : offered) EXPECT_GE(c.candidate_score, c.serving_score);
+  // Each version is an export the engine (and vLLM, SGLang) loads; current.json names the last.
+  for (auto& c : offered) EXPECT_NO_THROW(Eagle3Draft::load(c.dir, *r.bundle.model)) << c.dir;
+  const json cur = json::parse(std::ifstream(r.dir.file("online") + "/current.json"));
+  EXPECT_EQ(cur["version"], offered.back().version);
+  // Training helped on this traffic: the last candidate beats the draft it started from.
+  EXPECT_GT(offered.back().candidate_score, offered.front().serving_score);
+  // A restart resumes the step count and the version numbering.
+  OnlineTrainer again(*r.bundle.model, offered.back().dir, offered.back().version, r.options(r.dir.file("online")), {});
+  EXPECT_GE(again.stats().steps, st.steps - st.steps % 10);
+  EXPECT_GT(again.stats().steps, 0);
+}
+
+// A candidate perturbed on purpose scores below the serving draft and is never offered. The
+// serving draft is first trained to predict this target (over the full vocabulary, so that a
+// broken draft cannot be right by chance the way one choosing among 3 tokens can).
+TEST(OnlineTrainer, GuardTurnsDownPoisonedCandidates) {
+  Rig r(/*draft_vocab=*/259);
+  std::string trained;
+  int version = 0;
+  {
+    OnlineTrainer::Hooks hooks;
+    hooks.install = [&](const OnlineTrainer::Candidate& c) {
+      trained = c.dir;
+      version = c.version;
+      return true;
+    };
+    OnlineTrainer t(*r.bundle.model, r.dir.file("draft"), 0, r.options(r.dir.file("warm")), hooks);
+    t.start();
+    r.serve(&t, 64);
+    ASSERT_TRUE(wait_for([&] { return t.stats().accepted >= 3; }, 120));
+    t.stop();
+  }
+  int installs = 0;
+  OnlineTrainer::Hooks hooks;
+  hooks.install = [&](const OnlineTrainer::Candidate&) { return ++installs > 0; };
+  OnlineTrainOptions o = r.options(r.dir.file("online"));
+  o.poison = 1.0;
+  OnlineTrainer t(*r.bundle.model, trained, version, o, hooks);
+  t.start();
+  r.serve(&t, 48);
+  ASSERT_TRUE(wait_for([&] { return t.stats().rejected >= 2; }, 120));
+  t.stop();
+  EXPECT_EQ(installs, 0);
+  EXPECT_EQ(t.stats().accepted, 0);
+  EXPECT_EQ(t.stats().serving_version, version);
+  EXPECT_LT(t.stats().last_candidate_score, t.stats().last_serving_score);
+}
+
+// The module trains plain EAGLE-3 only; other flavours are refused by what they have.
+TEST(OnlineTrainer, RefusesDraftFlavoursTheModuleDoesNotTrain) {
+  Rig r;
+  test::DraftSpec s;
+  s.vocab = 259;
+  s.fc_norm = true;
+  s.norm_output = true;
+  test::write_draft(r.dir.file("eagle31"), s);
+  test::expect_mentions(test::error_of([&] { load_trainable_draft(r.dir.file("eagle31"), *r.bundle.model); }),
+                        {"eagle31", "fc_norm"});
+}
+
+json get_json(httplib::Client& c, const std::string& path, const httplib::Headers& h = {}) {
+  auto res = c.Get(path.c_str(), h);
+  EXPECT_TRUE(res);
+  return res ? json::parse(res->body, nullptr, false) : json();
+}
+
+double metric(const std::string& text, const std::string& name) {
+  const size_t at = text.find("\n" + name + "{");
+  if (at == std::string::npos) return -1;
+  return std::atof(text.c_str() + text.find("} ", at) + 2);
+}
+
+// The whole loop in the real server: requests are captured and trained on, versions swap in,
+// every greedy output stays the target's own, the metrics say so, and the rollback endpoint is
+// an admin one.
+TEST(OnlineServe, TrainsSwapsAndRollsBackWhileServingExactly) {
+  Rig r;
+  const std::string args = "-m " + r.dir.file("target") + " --draft " + r.dir.file("draft") +
+                           " -k 3 --api-key k --online-train --online-train-dir " + r.dir.file("online") +
+                           " --online-train-eval-every 5 --online-train-batch 4 --online-train-eval-samples 8"
+                           " --online-train-cpu-share 1 --online-train-nice 0 --online-train-lr 0.003"
+                           " --online-train-pause-above 1";  // the test keeps the engine busy: train anyway
+  test::ServerProcess s(args);
+  ASSERT_TRUE(s.ready());
+  httplib::Client c("127.0.0.1", s.port());
+  c.set_read_timeout(std::chrono::seconds(60));
+  const httplib::Headers auth = {{"Authorization", "Bearer k"}};
+  GenerationRequest g;
+  g.sampling.temperature = 0;
+  g.stop.max_tokens = 32;
+  g.stop.ignore_eos = true;
+  std::string metrics;
+  // Until a version has been swapped in (a loaded machine trains slower), within a deadline.
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(120);
+  for (int i = 0; std::chrono::steady_clock::now() < deadline; ++i) {
+    const std::string prompt = std::string(1, char('A' + i % 26)) + "b" + std::string(1, char('c' + (i * 5) % 20));
+    json body = {{"prompt", prompt}, {"max_tokens", 32}, {"temperature", 0}, {"ignore_eos", true}};
+    auto res = c.Post("/v1/completions", auth, body.dump(), "application/json");
+    ASSERT_TRUE(res && res->status == 200) << (res ? res->body : "no answer");
+    if (i % 40 == 0) {  // the served text is plain greedy decoding's, whatever draft served it
+      g.prompt_ids = r.bundle.tokenizer.encode(prompt, true);
+      const std::string want = generate(test::pool(), *r.bundle.model, r.bundle.tokenizer, g).text;
+      EXPECT_EQ(json::parse(res->body)["choices"][0]["text"], want) << i;
+    }
+    auto m = c.Get("/metrics", auth);
+    ASSERT_TRUE(m);
+    metrics = m->body;
+    if (metric(metrics, "eaglet:draft_swaps_total") >= 1 && i >= 60) break;
+  }
+  EXPECT_GT(metric(metrics, "eaglet:online_train_steps_total"), 0);
+  EXPECT_GT(metric(metrics, "eaglet:online_train_samples_total"), 0);
+  ASSERT_GE(metric(metrics, "eaglet:draft_swaps_total"), 1) << metrics;
+  const double version = metric(metrics, "eaglet:draft_version");
+  EXPECT_GE(version, 1);
+  EXPECT_NE(metrics.find("eaglet:spec_decode_acceptance_length{"), std::string::npos);
+  // Rollback: the API key is required; then one version back.
+  auto denied = c.Post("/v1/draft/rollback", "", "application/json");
+  ASSERT_TRUE(denied);
+  EXPECT_EQ(denied->status, 401);
+  auto back = c.Post("/v1/draft/rollback", auth, "", "application/json");
+  ASSERT_TRUE(back);
+  EXPECT_EQ(back->status, 200) << back->body;
+  const json b = json::parse(back->body);
+  EXPECT_EQ(b["rolled_back"], true);
+  EXPECT_LT(b["version"].get<double>(), version);
+  auto m = c.Get("/metrics", auth);
+  EXPECT_EQ(metric(m->body, "eaglet:draft_version"), b["version"].get<double>());
+  EXPECT_GE(metric(m->body, "eaglet:draft_rollbacks_total"), 1);
+  EXPECT_EQ(s.terminate(), 0);
+  EXPECT_TRUE(std::filesystem::exists(r.dir.file("online") + "/checkpoint/state.json"));
+}
+
+// Without --api-key the admin endpoint is closed, and without --online-train there is nothing to roll back.
+TEST(OnlineServe, RollbackNeedsAnApiKeyAndOnlineTraining) {
+  Rig r;
+  test::ServerProcess open("-m " + r.dir.file("target") + " --draft " + r.dir.file("draft"));
+  ASSERT_TRUE(open.ready());
+  httplib::Client c("127.0.0.1", open.port());
+  auto res = c.Post("/v1/draft/rollback", "", "application/json");
+  ASSERT_TRUE(res);
+  EXPECT_EQ(res->status, 403);
+  EXPECT_NE(res->body.find("--api-key"), std::string::npos);
+  test::ServerProcess keyed("-m " + r.dir.file("target") + " --draft " + r.dir.file("draft") + " --api-key k");
+  ASSERT_TRUE(keyed.ready());
+  httplib::Client k("127.0.0.1", keyed.port());
+  auto none = k.Post("/v1/draft/rollback", {{"Authorization", "Bearer k"}}, "", "application/json");
+  ASSERT_TRUE(none);
+  EXPECT_EQ(none->status, 404);
+  // --online-train needs a draft the trainer can train, named in the error.
+  auto bad = test::run_command(test::eaglet_binary() + " serve -m " + r.dir.file("target") +
+                               " --online-train --online-train-dir " + r.dir.file("o") + " 2>&1");
+  EXPECT_NE(bad.exit_code, 0);
+  EXPECT_NE(bad.output.find("--draft"), std::string::npos) << bad.output;
+}
+
+}  // namespace
+}  // namespace eaglet
