@@ -162,12 +162,6 @@ TEST(OnlineTrainer, RefusesDraftFlavoursTheModuleDoesNotTrain) {
                         {"eagle31", "fc_norm"});
 }
 
-json get_json(httplib::Client& c, const std::string& path, const httplib::Headers& h = {}) {
-  auto res = c.Get(path.c_str(), h);
-  EXPECT_TRUE(res);
-  return res ? json::parse(res->body, nullptr, false) : json();
-}
-
 double metric(const std::string& text, const std::string& name) {
   const size_t at = text.find("\n" + name + "{");
   if (at == std::string::npos) return -1;

@@ -26,32 +26,17 @@ std::unique_ptr<OnlineSession> start_online_training(const OnlineTrainCliOptions
                                                      Scheduler& scheduler, ServingMetrics& metrics,
                                                      ServerOptions* server) {
   EAGLET_CHECK(spec.draft() && spec.method() == "eagle3", "--online-train trains an EAGLE-3 draft: give one with --draft");
-  EAGLET_CHECK(!o.dir.empty(), "--online-train needs --online-train-dir (checkpoints and draft versions go there)");
+  EAGLET_CHECK(!o.train.dir.empty(), "--online-train needs --online-train-dir (checkpoints and draft versions go there)");
   auto s = std::make_unique<Session>();
   // The draft loaded at start lives in `spec`; the versions hold it without owning it.
   std::shared_ptr<const Eagle3Draft> initial(spec.draft(), [](const Eagle3Draft*) {});
-  s->versions = std::make_unique<DraftVersions>(scheduler, metrics, initial, draft_dir, version,
-                                                DraftVersions::Options{o.judge_drafts, o.max_drop});
-  OnlineTrainOptions t;
-  t.dir = o.dir;
-  t.threads = o.threads;
-  t.nice = o.nice;
-  t.max_cpu_share = o.cpu_share;
-  t.batch_size = o.batch_size;
-  t.lr = o.lr;
-  t.eval_every = o.eval_every;
-  t.eval_samples = o.eval_samples;
-  t.replay_size = o.replay;
-  t.min_gain = o.min_gain;
-  t.poison = o.poison;
+  s->versions = std::make_unique<DraftVersions>(scheduler, metrics, initial, draft_dir, version, o.versions);
   DraftVersions* versions = s->versions.get();
-  Eagle3LoadOptions lo;
-  lo.allow_unused_tensors = false;
   OnlineTrainer::Hooks hooks;
   const Model& target = *bundle.model;
-  hooks.install = [versions, &target, lo](const OnlineTrainer::Candidate& c) {
+  hooks.install = [versions, &target](const OnlineTrainer::Candidate& c) {
     try {
-      std::shared_ptr<const Eagle3Draft> d = Eagle3Draft::load(c.dir, target, lo);
+      std::shared_ptr<const Eagle3Draft> d = Eagle3Draft::load(c.dir, target);
       versions->install(std::move(d), c.dir, c.version,
                         fmt::format("simulated acceptance {:.3f} -> {:.3f} on the held-back traffic at trainer step {}",
                                     c.serving_score, c.candidate_score, c.step));
@@ -74,7 +59,7 @@ std::unique_ptr<OnlineSession> start_online_training(const OnlineTrainCliOptions
     metrics.set_online_training(m);
     versions->check();
   };
-  s->trainer = std::make_unique<OnlineTrainer>(target, draft_dir, version, t, hooks);
+  s->trainer = std::make_unique<OnlineTrainer>(target, draft_dir, version, o.train, hooks);
   OnlineTrainer* trainer = s->trainer.get();
   versions->on_rollback = [trainer](int v, const std::string& dir) { trainer->reset_to(dir, v); };
   server->rollback_draft = [versions] { return versions->rollback("POST /v1/draft/rollback"); };
@@ -86,8 +71,8 @@ std::unique_ptr<OnlineSession> start_online_training(const OnlineTrainCliOptions
   scheduler.run_on_engine([&](EngineCore& e) { e.capture(cap); });
   trainer->start();
   spdlog::info("online training on: {} of requests captured, trainer on {} thread(s) at nice {} within {:.0f}% of the "
-               "time, a candidate every {} steps, versions in {}", o.fraction, o.threads, o.nice, 100 * o.cpu_share,
-               o.eval_every, o.dir);
+               "time, a candidate every {} steps, versions in {}", o.fraction, o.train.threads, o.train.nice,
+               100 * o.train.max_cpu_share, o.train.eval_every, o.train.dir);
   return s;
 }
 

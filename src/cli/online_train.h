@@ -9,18 +9,17 @@
 #include "engine/model_bundle.h"
 #include "runtime/draft_versions.h"
 #include "server/openai_server.h"
+#include "train/online_trainer.h"  // the options only (no libtorch): also in builds without the trainer
 
 namespace eaglet::cli {
 
 struct OnlineTrainCliOptions {
   bool enabled = false;
-  std::string dir;
-  double fraction = 1.0;
-  int threads = 1, nice = 10, batch_size = 8, eval_every = 50, eval_samples = 48, replay = 1024, max_tokens = 2048;
-  double pause_above = 0.8;  // engine utilization above which the trainer pauses
-  double cpu_share = 0.5, lr = 1e-3, min_gain = 0.0, poison = 0;
-  int64_t judge_drafts = 300;
-  double max_drop = 0.15;
+  OnlineTrainOptions train;    // the trainer's own (dir, threads, batch, guard, ...)
+  double fraction = 1.0;       // CaptureOptions
+  int max_tokens = 2048;
+  double pause_above = 0.8;    // engine utilization above which the trainer pauses
+  DraftVersions::Options versions;
 };
 void add_online_train_options(CLI::App* cmd, OnlineTrainCliOptions* o);
 

@@ -130,7 +130,6 @@ void Scheduler::loop() {
     window_busy += std::chrono::duration<double>(now - busy_from).count();
     roll(now);
     publish_gauges();
-    running_ = engine_.num_running();
     if (std::chrono::duration<double>(clock_type::now() - last_log).count() > opts_.log_interval_s) {
       last_log = clock_type::now();
       const std::string line = metrics_.take_interval_summary();

@@ -39,7 +39,6 @@ class Scheduler {
   void run_on_engine(const std::function<void(EngineCore&)>& task);
   // Requests queued for admission: the server is saturated while any wait.
   int num_waiting();
-  int num_running() const { return running_.load(); }
   // Share of the last ~second the engine spent stepping (0 idle .. 1 saturated).
   double utilization() const { return utilization_.load(); }
 
@@ -53,7 +52,6 @@ class Scheduler {
   EngineCore engine_;
   std::deque<std::shared_ptr<Request>> waiting_;
   std::deque<std::function<void()>> tasks_;  // run_on_engine's, run between steps
-  std::atomic<int> running_{0};
   std::atomic<double> utilization_{0};
   std::mutex mu_;
   std::condition_variable cv_;

@@ -181,7 +181,8 @@ DraftExport export_module(const DraftModule& m, const ModelConfig& tc, const std
   return d;
 }
 
-std::vector<double> ttt_accuracy(DraftModule& m, const TrainableDraft& d, ThreadPool& pool, const Model& target,
+std::vector<double> ttt_accuracy(DraftModule& m, const torch::Tensor& d2t_index, const torch::Tensor& in_draft,
+                                 ThreadPool& pool, const Model& target,
                                  const std::vector<HiddenSample>& samples, int steps, int batch_size,
                                  LossMaskAlignment alignment, std::vector<double>* counts_out) {
   std::vector<double> counts(size_t(2 * steps), 0);  // correct per step, then valid per step
@@ -191,7 +192,7 @@ std::vector<double> ttt_accuracy(DraftModule& m, const TrainableDraft& d, Thread
   for (size_t b = 0; b < samples.size(); b += size_t(batch_size)) {
     std::vector<HiddenSample> chunk(samples.begin() + long(b),
                                     samples.begin() + long(std::min(samples.size(), b + size_t(batch_size))));
-    auto res = ttt_forward(m, make_batch(pool, target, chunk, alignment), steps, 1.0, d.d2t_index, d.in_draft);
+    auto res = ttt_forward(m, make_batch(pool, target, chunk, alignment), steps, 1.0, d2t_index, in_draft);
     for (int i = 0; i < steps; ++i) {
       counts[size_t(i)] += res.step_correct[size_t(i)];
       counts[size_t(steps + i)] += res.step_valid[size_t(i)];

@@ -38,7 +38,8 @@ DraftExport export_module(const DraftModule& m, const ModelConfig& target, const
                           const VocabMapping& vmap);
 // Per-TTT-step accuracy of `m` on `samples` (no gradients): positions where the draft's argmax is
 // the target's, over the positions scored; summed counts in `counts` ([correct..., valid...]).
-std::vector<double> ttt_accuracy(DraftModule& m, const TrainableDraft& d, ThreadPool& pool, const Model& target,
+std::vector<double> ttt_accuracy(DraftModule& m, const torch::Tensor& d2t_index, const torch::Tensor& in_draft,
+                                 ThreadPool& pool, const Model& target,
                                  const std::vector<HiddenSample>& samples, int steps, int batch_size,
                                  LossMaskAlignment alignment, std::vector<double>* counts = nullptr);
 

@@ -211,12 +211,8 @@ void OnlineTrainer::run() {
       trained_fresh.push_back(std::move(s.fresh.front()));
       s.fresh.pop_front();
     }
-    while (batch.size() < B && !s.replay.empty())
+    while (batch.size() < B)  // (the reservoir is not empty here: fresh + replay >= B)
       batch.push_back(s.replay[std::uniform_int_distribution<size_t>(0, s.replay.size() - 1)(s.rng)]);
-    if (batch.size() < B) {  // not enough yet: back into the queue of fresh samples
-      for (auto& h : trained_fresh) s.fresh.push_front(std::move(h));
-      continue;
-    }
 
     const auto t0 = clock_type::now();
     const int64_t step = stats().steps;
@@ -263,8 +259,8 @@ void OnlineTrainer::run() {
         }
         const int k = opts_.ttt_steps;
         const double serving = simulated_acceptance(
-            ttt_accuracy(s.serving, s.draft, pool, target_, s.eval, k, int(B), align), k);
-        const double candidate = simulated_acceptance(ttt_accuracy(cand, s.draft, pool, target_, s.eval, k, int(B), align), k);
+            ttt_accuracy(s.serving, s.draft.d2t_index, s.draft.in_draft, pool, target_, s.eval, k, int(B), align), k);
+        const double candidate = simulated_acceptance(ttt_accuracy(cand, s.draft.d2t_index, s.draft.in_draft, pool, target_, s.eval, k, int(B), align), k);
         bool installed = false;
         Candidate c{"", 0, serving, candidate, now.steps};
         if (candidate >= serving + opts_.min_gain) {

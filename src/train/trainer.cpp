@@ -218,11 +218,8 @@ std::vector<double> per_rank_values(Run& r, double x) {
 // Per-step accuracy on the held-out samples; each rank scores its share (`eval` holds it).
 std::vector<double> evaluate(Run& r, const std::vector<HiddenSample>& eval) {
   const int S = r.cfg.ttt_steps;
-  TrainableDraft view;  // the run's vocabulary map, as ttt_accuracy takes it
-  view.d2t_index = r.d2t_index;
-  view.in_draft = r.in_draft;
   std::vector<double> counts;
-  ttt_accuracy(r.module, view, *r.train_pool, *r.bundle.model, eval, S, r.cfg.batch_size, alignment_of(r.cfg), &counts);
+  ttt_accuracy(r.module, r.d2t_index, r.in_draft, *r.train_pool, *r.bundle.model, eval, S, r.cfg.batch_size, alignment_of(r.cfg), &counts);
   sum_over_ranks(r, counts);
   std::vector<double> acc;
   for (int i = 0; i < S; ++i) acc.push_back(counts[size_t(S + i)] > 0 ? counts[size_t(i)] / counts[size_t(S + i)] : 0);
