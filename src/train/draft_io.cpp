@@ -20,12 +20,13 @@ namespace {
 
 // Target logits [B, T, V] from last_hidden [B, T, H], with the target's own final norm and
 // lm_head (computed here, not streamed), on `pool`.
-torch::Tensor target_logits(ThreadPool& pool, const Model& target, const std::vector<HiddenSample>& batch, int64_t T) {
+torch::Tensor target_logits(ThreadPool& pool, const Model& target, const std::vector<const HiddenSample*>& batch,
+                            int64_t T) {
   const int64_t H = target.config().hidden, V = target.config().vocab, B = int64_t(batch.size());
   auto out = torch::zeros({B, T, V}, torch::kFloat32);
   std::vector<float> normed;
   for (int64_t b = 0; b < B; ++b) {
-    const auto& s = batch[size_t(b)];
+    const HiddenSample& s = *batch[size_t(b)];
     const int64_t n = int64_t(s.ids.size());
     normed.resize(size_t(n * H));
     target.final_norm(s.last.data(), n, normed.data());
@@ -38,9 +39,16 @@ torch::Tensor target_logits(ThreadPool& pool, const Model& target, const std::ve
 
 TttBatch make_batch(ThreadPool& pool, const Model& target, const std::vector<HiddenSample>& samples,
                     LossMaskAlignment alignment) {
+  std::vector<const HiddenSample*> p;
+  for (const HiddenSample& s : samples) p.push_back(&s);
+  return make_batch(pool, target, p, alignment);
+}
+
+TttBatch make_batch(ThreadPool& pool, const Model& target, const std::vector<const HiddenSample*>& samples,
+                    LossMaskAlignment alignment) {
   int64_t T = 0;
-  for (auto& s : samples) T = std::max<int64_t>(T, int64_t(s.ids.size()));
-  const int64_t B = int64_t(samples.size()), A = samples[0].aux.size() / samples[0].ids.size();
+  for (const HiddenSample* s : samples) T = std::max<int64_t>(T, int64_t(s->ids.size()));
+  const int64_t B = int64_t(samples.size()), A = int64_t(samples[0]->aux.size() / samples[0]->ids.size());
   TttBatch b;
   b.ids = torch::zeros({B, T}, torch::kLong);
   b.aux = torch::zeros({B, T, A}, torch::kFloat32);
@@ -51,7 +59,7 @@ TttBatch make_batch(ThreadPool& pool, const Model& target, const std::vector<Hid
   auto mask = b.loss_mask.accessor<float, 2>();
   auto valid = b.valid.accessor<float, 2>();
   for (int64_t i = 0; i < B; ++i) {
-    const auto& s = samples[size_t(i)];
+    const HiddenSample& s = *samples[size_t(i)];
     for (size_t t = 0; t < s.ids.size(); ++t) {
       ids[i][int64_t(t)] = s.ids[t];
       mask[i][int64_t(t)] = float(s.loss_mask[t]);
@@ -190,8 +198,8 @@ std::vector<double> ttt_accuracy(DraftModule& m, const torch::Tensor& d2t_index,
   const bool was_training = m->is_training();
   m->eval();
   for (size_t b = 0; b < samples.size(); b += size_t(batch_size)) {
-    std::vector<HiddenSample> chunk(samples.begin() + long(b),
-                                    samples.begin() + long(std::min(samples.size(), b + size_t(batch_size))));
+    std::vector<const HiddenSample*> chunk;
+    for (size_t i = b; i < std::min(samples.size(), b + size_t(batch_size)); ++i) chunk.push_back(&samples[i]);
     auto res = ttt_forward(m, make_batch(pool, target, chunk, alignment), steps, 1.0, d2t_index, in_draft);
     for (int i = 0; i < steps; ++i) {
       counts[size_t(i)] += res.step_correct[size_t(i)];

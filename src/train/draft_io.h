@@ -19,6 +19,9 @@ torch::Tensor weight_tensor(const kernels::WeightView& w);
 // through the target's final norm and lm_head, on `pool`.
 TttBatch make_batch(ThreadPool& pool, const Model& target, const std::vector<HiddenSample>& samples,
                     LossMaskAlignment alignment);
+// The same over samples held elsewhere (not copied).
+TttBatch make_batch(ThreadPool& pool, const Model& target, const std::vector<const HiddenSample*>& samples,
+                    LossMaskAlignment alignment);
 
 // A draft the module trains, with what goes with it.
 struct TrainableDraft {

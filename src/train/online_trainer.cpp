@@ -202,17 +202,18 @@ void OnlineTrainer::run() {
       continue;
     }
 
-    // The batch: the newest traffic first (up to half), the rest drawn from the reservoir.
-    std::vector<HiddenSample> batch;
+    // The batch: the newest traffic first (up to half), the rest drawn from the reservoir (by
+    // pointer: a sample is [T, 4H] floats, not to be copied per step).
     std::vector<HiddenSample> trained_fresh;
     const size_t from_fresh = s.replay.size() < B ? std::min(B, s.fresh.size()) : std::min((B + 1) / 2, s.fresh.size());
     for (size_t i = 0; i < from_fresh; ++i) {
-      batch.push_back(s.fresh.front());
       trained_fresh.push_back(std::move(s.fresh.front()));
       s.fresh.pop_front();
     }
+    std::vector<const HiddenSample*> batch;
+    for (const HiddenSample& h : trained_fresh) batch.push_back(&h);
     while (batch.size() < B)  // (the reservoir is not empty here: fresh + replay >= B)
-      batch.push_back(s.replay[std::uniform_int_distribution<size_t>(0, s.replay.size() - 1)(s.rng)]);
+      batch.push_back(&s.replay[std::uniform_int_distribution<size_t>(0, s.replay.size() - 1)(s.rng)]);
 
     const auto t0 = clock_type::now();
     const int64_t step = stats().steps;
