@@ -225,7 +225,10 @@ TEST(OnlineEngine, AVersionThatServesWorseIsRolledBack) {
   Scheduler sched(test::pool(), s.bundle, *s.spec, so, metrics);
   sched.run_on_engine([](EngineCore& e) { e.capture({}); });  // history only (swaps rebuild from it)
   std::shared_ptr<const Eagle3Draft> initial(s.spec->draft(), [](const Eagle3Draft*) {});
-  DraftVersions v(sched, metrics, initial, s.dir.file("draft4"), 0, {.judge_drafts = 150, .max_drop = 0.1});
+  DraftHistory history;
+  history.entries.push_back({0, s.dir.file("draft4")});
+  DraftVersions v(sched, metrics, initial, history, "", [&](const std::string& d) { return s.load(d); },
+                  {.judge_drafts = 150, .max_drop = 0.1});
   std::vector<int> rolled_to;
   v.on_rollback = [&](int version, const std::string&) { rolled_to.push_back(version); };
   serve(sched, 12);

@@ -10,6 +10,7 @@
 #include <chrono>
 #include <cstdlib>
 #include <fmt/format.h>
+#include <algorithm>
 #include <map>
 #include <mutex>
 #include <nlohmann/json.hpp>
@@ -187,6 +188,134 @@ TEST(Soak, MixedTrafficLeavesNoTrace) {
     EXPECT_LT(rss_end - rss_warm, int64_t(64) << 20) << rss_warm << " -> " << rss_end;
   }
   EXPECT_EQ(s.terminate(), 0);
+}
+
+// Hostile clients beside normal ones (issue 28): connections that announce 4 MB bodies and
+// trickle them, streams nobody reads, chat requests whose template explodes through its kwargs or
+// a 1 MB message, and clients that vanish mid-request. Normal requests must all succeed, with p99
+// latency under 2 s in the dedicated run; memory must come back to within 10% of its warm level;
+// SIGTERM must end the server within 5 s.
+class Hostile {
+ public:
+  explicit Hostile(int port) : port_(port) {}
+  void client(uint64_t seed, clock_type::time_point end) {
+    std::mt19937_64 rng(seed);
+    std::vector<std::unique_ptr<test::RawConnection>> held;  // slow bodies and unread streams
+    const json msgs = {{{"role", "user"}, {"content", "boom"}}};
+    while (clock_type::now() < end) {
+      switch (rng() % 5) {
+        case 0:  // announce a large body, send a little of it, keep the socket
+          held.push_back(std::make_unique<test::RawConnection>(port_));
+          held.back()->send("POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+                            "Content-Length: 4194304\r\n\r\n{\"prompt\": \"");
+          break;
+        case 1:  // a long stream, never read
+          held.push_back(std::make_unique<test::RawConnection>(port_));
+          held.back()->send(test::http_post("/v1/completions", R"({"prompt": "Once", "max_tokens": 300, "ignore_eos": true, "stream": true, "logprobs": 5})"));
+          break;
+        case 2: {  // the template multiplied by the client's kwargs, or given a 1 MB message to rewrite
+          httplib::Client c("127.0.0.1", port_);
+          c.set_read_timeout(60);
+          const json body = rng() % 2 ? json{{"messages", msgs}, {"chat_template_kwargs", {{"n", 1000000}, {"pad", std::string(64, 'x')}}}}
+                                      : json{{"messages", {{{"role", "user"}, {"content", std::string(1 << 20, 'a')}}}}};
+          auto r = c.Post("/v1/chat/completions", body.dump(), "application/json");
+          if (r && r->status >= 500) failures++;
+          break;
+        }
+        default: {  // gone mid-request
+          test::RawConnection raw(port_);
+          raw.send(test::http_post("/v1/completions", R"({"prompt": "Once", "max_tokens": 64})"));
+          break;
+        }
+      }
+      if (held.size() > 24) held.erase(held.begin(), held.begin() + 12);  // oldest go away
+      std::this_thread::sleep_for(std::chrono::milliseconds(20 + rng() % 60));
+    }
+  }
+  std::atomic<int> failures{0};
+
+ private:
+  int port_;
+};
+
+TEST(Soak, HostileTrafficDoesNotHurtNormalTraffic) {
+  test::TempDir d;
+  test::write_text(d.file("t.jinja"),
+                   "{% for m in messages %}{% if m['content'] == 'boom' %}{{ range(n)|unique|join(pad) }}{% endif %}"
+                   "{{ m['content'].replace('a', 'bb') }}{% endfor %}");
+  const bool stories = !test::shared_dir().empty();
+  const std::string model = stories ? "-m " + test::shared_dir() + "/models/stories260K-hf " : "--builtin ";
+  test::ServerProcess s(model + "--max-num-seqs 8 --request-timeout 5 --chat-template " + d.file("t.jinja"));
+  ASSERT_TRUE(s.ready()) << read_text_file(s.log_path());
+  const std::string greedy = R"({"prompt": "Once upon a time", "max_tokens": 16, "temperature": 0})";
+  httplib::Client c0("127.0.0.1", s.port());
+  auto first = c0.Post("/v1/completions", greedy, "application/json");
+  ASSERT_TRUE(first && first->status == 200);
+  const std::string want = json::parse(first->body)["choices"][0]["text"];
+
+  std::mutex mu;
+  std::vector<double> latencies;
+  std::vector<std::string> failures;
+  auto normal = [&](clock_type::time_point end) {
+    httplib::Client c("127.0.0.1", s.port());
+    c.set_read_timeout(60);
+    while (clock_type::now() < end) {
+      const auto t0 = clock_type::now();
+      auto r = c.Post("/v1/completions", greedy, "application/json");
+      const double dt = std::chrono::duration<double>(clock_type::now() - t0).count();
+      std::lock_guard<std::mutex> lk(mu);
+      latencies.push_back(dt);
+      if (!r || r->status != 200) failures.push_back(r ? std::to_string(r->status) + " " + r->body : httplib::to_string(r.error()));
+      else if (json::parse(r->body)["choices"][0]["text"] != want) failures.push_back("greedy output changed: " + r->body);
+    }
+  };
+  Hostile hostile(s.port());
+  auto run = [&](double secs, uint64_t seed) {
+    const auto end = clock_type::now() + std::chrono::duration_cast<clock_type::duration>(std::chrono::duration<double>(secs));
+    std::vector<std::thread> ts;
+    for (int i = 0; i < 3; ++i) ts.emplace_back([&, i] { hostile.client(seed + uint64_t(i), end); });
+    for (int i = 0; i < 2; ++i) ts.emplace_back([&] { normal(end); });
+    for (auto& t : ts) t.join();
+  };
+  const double seconds = soak_seconds();
+  run(std::max(2.0, seconds * 0.2), 1);  // warm-up: arenas and caches reach their working size
+  auto idle = [&] {
+    for (int i = 0; i < 400; ++i) {
+      httplib::Client mc("127.0.0.1", s.port());
+      auto r = mc.Get("/metrics");
+      if (r && test::metric(r->body, "vllm:num_requests_running{") == 0 && test::metric(r->body, "vllm:num_requests_waiting{") == 0) return;
+      std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    }
+  };
+  idle();
+  const int64_t rss_warm = test::process_rss(s.pid());
+  {
+    std::lock_guard<std::mutex> lk(mu);
+    latencies.clear();
+  }
+  run(seconds * 0.8, 100);
+  idle();
+  std::this_thread::sleep_for(std::chrono::seconds(1));
+  const int64_t rss_end = test::process_rss(s.pid());
+  std::sort(latencies.begin(), latencies.end());
+  ASSERT_FALSE(latencies.empty());
+  const double p50 = latencies[latencies.size() / 2], p99 = latencies[std::min(latencies.size() - 1, latencies.size() * 99 / 100)];
+  std::printf("hostile soak: %zu normal requests beside hostile clients, p50 %.3f s, p99 %.3f s, max %.3f s; RSS %.1f MB warm, "
+              "%.1f MB after\n", latencies.size(), p50, p99, latencies.back(), rss_warm / 1e6, rss_end / 1e6);
+  for (auto& f : failures) ADD_FAILURE() << f;
+  EXPECT_EQ(hostile.failures, 0) << "a hostile request got a 5xx";
+  // Latency is a promise about an otherwise idle machine: checked in the dedicated soak run
+  // (EAGLET_SOAK_SECONDS set, as CI's soak step does alone), reported when other tests share
+  // the two cores.
+  if (std::getenv("EAGLET_SOAK_SECONDS") && !test::kSanitized) EXPECT_LT(p99, 2.0);
+  if (!test::kSanitized) {
+    EXPECT_LT(double(rss_end), 1.1 * double(rss_warm)) << rss_warm << " -> " << rss_end;
+  }
+  test::RawConnection lingering(s.port());  // a slow client still connected at SIGTERM
+  lingering.send("POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Length: 100\r\n\r\n{");
+  const auto t0 = clock_type::now();
+  EXPECT_EQ(s.terminate(), 0);
+  EXPECT_LT(std::chrono::duration<double>(clock_type::now() - t0).count(), test::kSanitized ? 20.0 : 5.0);
 }
 
 }  // namespace

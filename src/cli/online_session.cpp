@@ -22,18 +22,21 @@ class Session : public OnlineSession {
 }  // namespace
 
 std::unique_ptr<OnlineSession> start_online_training(const OnlineTrainCliOptions& o, ModelBundle& bundle,
-                                                     const SpecSetup& spec, const std::string& draft_dir, int version,
+                                                     const SpecSetup& spec, const DraftHistory& history,
                                                      Scheduler& scheduler, ServingMetrics& metrics,
                                                      ServerOptions* server) {
   EAGLET_CHECK(spec.draft() && spec.method() == "eagle3", "--online-train trains an EAGLE-3 draft: give one with --draft");
   EAGLET_CHECK(!o.train.dir.empty(), "--online-train needs --online-train-dir (checkpoints and draft versions go there)");
   auto s = std::make_unique<Session>();
+  const Model& target = *bundle.model;
   // The draft loaded at start lives in `spec`; the versions hold it without owning it.
   std::shared_ptr<const Eagle3Draft> initial(spec.draft(), [](const Eagle3Draft*) {});
-  s->versions = std::make_unique<DraftVersions>(scheduler, metrics, initial, draft_dir, version, o.versions);
+  auto loader = [&target](const std::string& dir) -> std::shared_ptr<const Eagle3Draft> { return Eagle3Draft::load(dir, target); };
+  s->versions = std::make_unique<DraftVersions>(scheduler, metrics, initial, history, o.train.dir, loader, o.versions);
   DraftVersions* versions = s->versions.get();
+  const std::string draft_dir = DraftHistory::resolve(o.train.dir, history.entries.back().dir);
+  const int version = history.entries.back().version;
   OnlineTrainer::Hooks hooks;
-  const Model& target = *bundle.model;
   hooks.install = [versions, &target](const OnlineTrainer::Candidate& c) {
     try {
       std::shared_ptr<const Eagle3Draft> d = Eagle3Draft::load(c.dir, target);

@@ -6,6 +6,7 @@
 
 #include "cli/online_train.h"
 #include "core/error.h"
+#include "io/hf_cache.h"
 #include "io/json_config.h"
 
 namespace eaglet::cli {
@@ -26,6 +27,8 @@ void add_online_train_options(CLI::App* cmd, OnlineTrainCliOptions* o) {
   cmd->add_option("--online-train-eval-samples", o->train.eval_samples, "held-back recent sequences the guard scores on")->check(CLI::PositiveNumber);
   cmd->add_option("--online-train-replay", o->train.replay_size, "reservoir of earlier traffic mixed into batches")->check(CLI::PositiveNumber);
   cmd->add_option("--online-train-max-tokens", o->max_tokens, "tokens kept per captured sequence")->check(CLI::PositiveNumber);
+  cmd->add_option("--online-train-save-every", o->train.save_every, "steps between checkpoints")->check(CLI::PositiveNumber);
+  cmd->add_option("--online-train-save-seconds", o->train.save_every_seconds, "seconds between checkpoints (whichever of the two comes first; also on SIGTERM)")->check(CLI::PositiveNumber);
   cmd->add_option("--online-train-min-gain", o->train.min_gain, "simulated acceptance a candidate must gain over the serving draft");
   cmd->add_option("--online-train-judge-drafts", o->versions.judge_drafts, "drafts a new version serves before its live acceptance is judged")->check(CLI::PositiveNumber);
   cmd->add_option("--online-train-max-drop", o->versions.max_drop, "live acceptance length a new version may lose before it is rolled back")->check(CLI::NonNegativeNumber);
@@ -33,18 +36,34 @@ void add_online_train_options(CLI::App* cmd, OnlineTrainCliOptions* o) {
       ->group("");  // hidden
 }
 
-std::string online_train_draft(const OnlineTrainCliOptions& o, const std::string& draft_dir, int* version) {
-  *version = 0;
-  if (!o.enabled) return draft_dir;
-  // current.json names the version a guard passed last (written by the trainer).
-  const std::string path = o.train.dir + "/current.json";
-  if (o.train.dir.empty() || !std::filesystem::exists(path)) return draft_dir;
-  const JsonConfig j = JsonConfig::load(path);
-  *version = int(j.get_int("version"));
-  const std::string resumed = j.get_string("dir", "");
-  EAGLET_CHECK(!resumed.empty(), "{}: no \"dir\"", path);
-  spdlog::info("online training: serving draft version {} from {} (the latest in {})", *version, resumed, o.train.dir);
-  return resumed;
+std::unique_ptr<SpecSetup> load_serving_spec(const OnlineTrainCliOptions& o, SpecOptions spec, const Model& target,
+                                             DraftHistory* history) {
+  history->entries.clear();
+  if (!o.enabled) return std::make_unique<SpecSetup>(spec, target);
+  EAGLET_CHECK(!o.train.dir.empty(), "--online-train needs --online-train-dir (checkpoints and draft versions go there)");
+  std::filesystem::create_directories(o.train.dir);
+  *history = DraftHistory::load(o.train.dir);
+  if (history->entries.empty()) {
+    EAGLET_CHECK(!spec.draft_dir.empty(), "--online-train trains an EAGLE-3 draft: give one with --draft");
+    history->entries.push_back({0, DraftHistory::stored(o.train.dir, resolve_model_path(spec.draft_dir))});
+    return std::make_unique<SpecSetup>(spec, target);
+  }
+  for (;;) {
+    const DraftHistory::Entry& e = history->entries.back();
+    spec.draft_dir = DraftHistory::resolve(o.train.dir, e.dir);
+    try {
+      auto s = std::make_unique<SpecSetup>(spec, target);
+      spdlog::info("online training: serving draft version {} from {} (the latest in {})", e.version, spec.draft_dir,
+                   o.train.dir);
+      return s;
+    } catch (const std::exception& err) {
+      if (history->entries.size() < 2) throw;
+      spdlog::warn("online training: draft version {} ({}) does not load ({}); serving version {} instead", e.version,
+                   spec.draft_dir, err.what(), history->entries[history->entries.size() - 2].version);
+      history->entries.pop_back();
+      history->save(o.train.dir);
+    }
+  }
 }
 
 }  // namespace eaglet::cli

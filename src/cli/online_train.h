@@ -23,16 +23,20 @@ struct OnlineTrainCliOptions {
 };
 void add_online_train_options(CLI::App* cmd, OnlineTrainCliOptions* o);
 
-// The draft a restarted server continues with: opts.dir's latest version (else `draft_dir`, version 0).
-std::string online_train_draft(const OnlineTrainCliOptions& o, const std::string& draft_dir, int* version);
+// The drafts a server serves from: without --online-train, `spec.draft_dir` as given. With it,
+// the history in --online-train-dir (versions.json: a restart serves what was serving), else
+// `spec.draft_dir` as version 0. A version that no longer loads (a damaged folder) is dropped
+// from the history with a warning naming it, and the one before it serves.
+std::unique_ptr<SpecSetup> load_serving_spec(const OnlineTrainCliOptions& o, SpecOptions spec, const Model& target,
+                                             DraftHistory* history);
 
 class OnlineSession {
  public:
   virtual ~OnlineSession() = default;  // stops the trainer (a checkpoint is saved)
 };
-// Starts capture and training; sets server->rollback_draft. `draft_dir`/`version`: what serves now.
+// Starts capture and training; sets server->rollback_draft. `history`: what served, back() now.
 std::unique_ptr<OnlineSession> start_online_training(const OnlineTrainCliOptions& o, ModelBundle& bundle,
-                                                     const SpecSetup& spec, const std::string& draft_dir, int version,
+                                                     const SpecSetup& spec, const DraftHistory& history,
                                                      Scheduler& scheduler, ServingMetrics& metrics,
                                                      ServerOptions* server);
 

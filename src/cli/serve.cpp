@@ -33,14 +33,29 @@ struct ServeOptions {
   std::string generation_config = "auto";
   std::optional<uint64_t> seed;
   OnlineTrainCliOptions online;
+  bool api_key_given = false;
 };
 
 
+// The API key from --api-key, else EAGLET_API_KEY or VLLM_API_KEY (vLLM's variable too, so its
+// deployments carry over). A key given but empty would silently run an open server: refused.
+void resolve_api_key(ServeOptions& o) {
+  if (o.api_key_given) {
+    if (o.server.api_key.empty()) fail("--api-key is empty: give a key, or leave the option out to serve without one");
+    return;
+  }
+  for (const char* var : {"EAGLET_API_KEY", "VLLM_API_KEY"})
+    if (const char* k = std::getenv(var)) {
+      if (!*k) fail("{} is set but empty: give a key, or unset it to serve without one", var);
+      o.server.api_key = k;
+      return;
+    }
+}
+
 void run_serve(ServeOptions o) {
   apply_common_options(o.common);
+  resolve_api_key(o);
   const auto pool = make_thread_pool(o.common.threads);
-  for (const char* var : {"EAGLET_API_KEY", "VLLM_API_KEY"})  // vLLM's variable too, so its deployments carry over
-    if (const char* k = std::getenv(var); o.server.api_key.empty() && k && *k) o.server.api_key = k;
   o.sched.kv_cache_bytes = int64_t(o.kv_cache_gib * double(1 << 30));
   if (o.common.model_dir.empty() && !o.builtin)
     fail("no model: give one (eaglet serve MODEL, or -m MODEL), or --builtin for the random-weight built-in model");
@@ -49,9 +64,9 @@ void run_serve(ServeOptions o) {
   ModelBundle b = load_target(o.common);
   o.server.sampling_defaults = sampling_defaults_for(o.generation_config, resolve_model_path(o.common.model_dir));
   spdlog::info("model: {}", b.label());
-  int draft_version = 0;  // with online training, a restart serves the latest version it made
-  o.spec.draft_dir = online_train_draft(o.online, o.spec.draft_dir, &draft_version);
-  SpecSetup spec(o.spec, *b.model);
+  DraftHistory history;  // with online training, a restart serves what was serving
+  const std::unique_ptr<SpecSetup> spec_setup = load_serving_spec(o.online, o.spec, *b.model, &history);
+  SpecSetup& spec = *spec_setup;
   spdlog::info("speculation: {}", spec.describe());
   if (o.server.served_model_name.empty()) o.server.served_model_name = o.common.model_dir.empty() ? "eaglet-builtin" : o.common.model_dir;
   if (o.metrics_prefix != "vllm" && o.metrics_prefix != "eaglet") fail("--metrics-prefix: '{}' is not vllm or eaglet", o.metrics_prefix);
@@ -60,8 +75,7 @@ void run_serve(ServeOptions o) {
 #ifdef EAGLET_WITH_TRAINER
   std::unique_ptr<OnlineSession> online;
   if (o.online.enabled)
-    online = start_online_training(o.online, b, spec, resolve_model_path(o.spec.draft_dir), draft_version, scheduler,
-                                   metrics, &o.server);
+    online = start_online_training(o.online, b, spec, history, scheduler, metrics, &o.server);
 #else
   EAGLET_CHECK(!o.online.enabled, "--online-train needs the trainer: this eaglet was built with EAGLET_WITH_TRAINER=OFF");
 #endif
@@ -101,7 +115,8 @@ void add_serve(CLI::App& app) {
   cmd->add_option("--host", o->server.host, "address to bind");
   cmd->add_option("--port", o->server.port, "port (0 = any free port)")->check(CLI::Range(0, 65535));
   cmd->add_option("--served-model-name", o->server.served_model_name, "model name clients use (default: the -m path)");
-  cmd->add_option("--api-key", o->server.api_key, "require 'Authorization: Bearer KEY', /metrics included (also from EAGLET_API_KEY or VLLM_API_KEY)");
+  CLI::Option* api_key = cmd->add_option("--api-key", o->server.api_key,
+                                         "require 'Authorization: Bearer KEY', /metrics included (also from EAGLET_API_KEY or VLLM_API_KEY)");
   cmd->add_flag("--metrics-public", o->server.metrics_public, "serve /metrics without the API key");
   cmd->add_option("--max-num-seqs,--parallel", o->sched.max_num_seqs, "sequences batched together")->check(CLI::PositiveNumber);
   cmd->add_option("--max-model-len,-c,--ctx-size", o->sched.max_model_len, "context length (0: the model's; -c/--ctx-size: llama-server's names)")->check(CLI::NonNegativeNumber);
@@ -112,9 +127,16 @@ void add_serve(CLI::App& app) {
   cmd->add_option("--max-body-bytes", lim.max_body_bytes, "largest request body accepted (413 beyond)");
   cmd->add_option("--request-timeout", lim.request_timeout_s, "seconds a request may take to arrive, from its first byte to its last")->check(CLI::PositiveNumber);
   cmd->add_option("--keep-alive-timeout", lim.idle_timeout_s, "seconds an idle keep-alive connection stays open")->check(CLI::PositiveNumber);
-  cmd->add_option("--max-connections", lim.max_connections, "open connections before new ones get 503")->check(CLI::PositiveNumber);
+  cmd->add_option("--max-connections", lim.max_connections, "open connections before new ones get 503 (lowered to fit the open-file limit)")->check(CLI::PositiveNumber);
+  cmd->add_option("--max-response-bytes", o->server.max_response_bytes, "largest response held whole (400 beyond; echoed prompt logprobs are refused before any work)")->check(CLI::PositiveNumber);
+  cmd->add_option("--max-unsent-bytes", lim.max_unsent_bytes, "a stream whose client leaves this many bytes unread is closed")->check(CLI::PositiveNumber);
+  cmd->add_option("--handler-threads", lim.handler_threads, "threads parsing, tokenizing and templating requests")->check(CLI::Range(1, 256));
+  cmd->add_option("--chat-template-timeout", o->server.chat_template_timeout_s, "seconds one chat-template render may take (400 beyond)")->check(CLI::PositiveNumber);
   cmd->add_option("--drain-timeout", o->server.drain_timeout_s, "on SIGTERM, seconds running requests may still finish before they are aborted")->check(CLI::NonNegativeNumber);
-  cmd->callback([o] { run_serve(*o); });
+  cmd->callback([o, api_key] {
+    o->api_key_given = api_key->count() > 0;
+    run_serve(*o);
+  });
 }
 
 }  // namespace eaglet::cli

@@ -1,5 +1,8 @@
 #include "engine/prompt_dataset.h"
 
+#include <unicode/utf8.h>
+
+#include <algorithm>
 #include <nlohmann/json.hpp>
 #include <sstream>
 
@@ -17,6 +20,19 @@ std::string trim(const std::string& s) {
   const size_t b = s.find_first_not_of(" \t\r\n");
   if (b == std::string::npos) return "";
   return s.substr(b, s.find_last_not_of(" \t\r\n") - b + 1);
+}
+
+// Text files are not checked by a JSON parser: a character cut by `head -c` would reach a request
+// body and fail there (loadtest aborted on nlohmann's type_error 316).
+void check_utf8(const std::string& s, const std::string& where) {
+  const auto* p = reinterpret_cast<const uint8_t*>(s.data());
+  const int32_t n = int32_t(std::min<size_t>(s.size(), INT32_MAX));
+  for (int32_t i = 0; i < n;) {
+    const int32_t at = i;
+    UChar32 c;
+    U8_NEXT(p, i, n, c);
+    if (c < 0) fail("{}: invalid UTF-8 at byte {} of the prompt", where, at);
+  }
 }
 
 std::string prompt_of(const nlohmann::json& j, const std::string& where) {
@@ -74,19 +90,28 @@ std::vector<std::string> load_prompts(const std::string& path, int limit, BadRec
     const bool blocks = data.find("\n\n") != std::string::npos;
     std::istringstream in(data);
     std::string line, block;
+    int n = 0, block_start = 1;
+    auto add = [&](const std::string& text, int at) {
+      per_record(bad, [&] {
+        check_utf8(text, path + ":" + std::to_string(at));
+        out.push_back(text);
+      });
+    };
     while (!full() && std::getline(in, line)) {
+      ++n;
       if (!blocks) {
-        if (!trim(line).empty()) out.push_back(trim(line));
+        if (!trim(line).empty()) add(trim(line), n);
         continue;
       }
       if (trim(line).empty()) {
-        if (!trim(block).empty()) out.push_back(trim(block));
+        if (!trim(block).empty()) add(trim(block), block_start);
         block.clear();
       } else {
+        if (block.empty()) block_start = n;
         block += (block.empty() ? "" : "\n") + line;
       }
     }
-    if (!full() && !trim(block).empty()) out.push_back(trim(block));
+    if (!full() && !trim(block).empty()) add(trim(block), block_start);
   }
   if (out.empty()) fail("{}: no prompts found", path);
   return out;

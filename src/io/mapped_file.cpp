@@ -41,12 +41,17 @@ void* read_whole_file(int fd, size_t size, size_t shift, size_t region_size, con
 void MappedFile::set_read_into_memory(bool read) { g_read_into_memory = read; }
 
 MappedFile::MappedFile(const std::string& path, size_t aligned_offset) : path_(path) {
-  int fd = ::open(path.c_str(), O_RDONLY);
+  // O_NONBLOCK: opening a FIFO for reading would wait for a writer forever; it is refused below.
+  int fd = ::open(path.c_str(), O_RDONLY | O_NONBLOCK);
   if (fd < 0) fail("{}: cannot open: {}", path, std::strerror(errno));
   struct stat st;
   if (::fstat(fd, &st) != 0) {
     ::close(fd);
     fail("{}: cannot stat: {}", path, std::strerror(errno));
+  }
+  if (!S_ISREG(st.st_mode)) {
+    ::close(fd);
+    fail("{}: not a regular file", path);
   }
   size_ = size_t(st.st_size);
   if (size_ > 0) {
@@ -78,7 +83,13 @@ bool file_exists(const std::string& path) {
   return ::stat(path.c_str(), &st) == 0;
 }
 
+void require_regular_file(const std::string& path) {
+  struct stat st;
+  if (::stat(path.c_str(), &st) == 0 && !S_ISREG(st.st_mode)) fail("{}: not a regular file", path);
+}
+
 std::string read_text_file(const std::string& path) {
+  require_regular_file(path);
   if (path.size() > 3 && path.compare(path.size() - 3, 3, ".gz") == 0) {
     gzFile f = gzopen(path.c_str(), "rb");
     if (!f) fail("{}: cannot open", path);

@@ -41,6 +41,9 @@ class MappedFile {
 
 // Whole-file reads for small text files; `.gz` files are inflated with zlib.
 std::string read_text_file(const std::string& path);
+// Fails naming `path` when it exists but is not a regular file (a FIFO would block a reader
+// forever, a device never end).
+void require_regular_file(const std::string& path);
 bool file_exists(const std::string& path);
 
 }  // namespace eaglet

@@ -29,6 +29,7 @@ namespace {
 // Where the tensor data starts (8 + header length); 0 when the file is too short to say, which
 // the constructor then reports.
 size_t payload_offset(const std::string& path) {
+  require_regular_file(path);
   std::ifstream in(path, std::ios::binary);
   uint64_t header_len = 0;
   if (!in.read(reinterpret_cast<char*>(&header_len), 8)) return 0;

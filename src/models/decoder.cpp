@@ -15,6 +15,7 @@ ModelConfig DecoderModel::parse_config(const JsonConfig& cfg, const std::string&
   ModelConfig c = parse_model_config(cfg, dir);
   if (cfg.has("hidden_act") && cfg.get_string("hidden_act", "") != "silu")
     fail("{}: hidden_act '{}' is not supported (only silu)", cfg.where(), cfg.get_string("hidden_act", ""));
+  if (cfg.get_bool("mlp_bias", false)) fail("{}: mlp_bias is not supported (the MLP projections have no bias here)", cfg.where());
   return c;
 }
 
@@ -40,6 +41,8 @@ void DecoderModel::load_weights() {
   else lm_head_ = weights_.matrix("lm_head.weight", cfg_.vocab, H);
   final_norm_ = weights_.vector("model.norm.weight", H);
   cfg_.dtype_name = dtype_name(embed_.dtype);
+  check_layer_count(numbered_layer_count(weights_.checkpoint().names(), "model.layers."), cfg_.num_layers, weights_.checkpoint().where(),
+                    "num_hidden_layers", "model.layers.");
   layers_.resize(size_t(cfg_.num_layers));
   HfLayerSpec spec;
   spec.in_width = spec.hidden = H;
@@ -48,6 +51,7 @@ void DecoderModel::load_weights() {
   spec.q_dim = qd;
   spec.kv_dim = kvd;
   spec.qkv_bias = opts_.qkv_bias;
+  spec.o_bias = opts_.o_bias;
   spec.qk_norm = opts_.qk_norm;
   for (int l = 0; l < cfg_.num_layers; ++l) {
     layers_[size_t(l)] = read_hf_layer(
@@ -126,7 +130,7 @@ void DecoderModel::layer_forward(ThreadPool& pool, Scratch& act, int l, KvCache&
   apply_rope(rope_, slots, attn_shape_, q, k);
   store_kv(cache, l, slots, attn_shape_, k, v);
   paged_attention(pool, cache, l, slots, attn_shape_, q, attn);
-  kernels::matmul(pool, attn, T, L.o, tmp);
+  kernels::matmul(pool, attn, T, L.o, tmp, L.o_bias.empty() ? nullptr : L.o_bias.data());
   kernels::add(x, tmp, T * H);
 
   kernels::rmsnorm_rows(x, T, H, L.mlp_norm.data(), cfg_.rms_eps, xn);

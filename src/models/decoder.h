@@ -14,9 +14,10 @@
 namespace eaglet {
 
 struct DecoderOptions {
-  bool qkv_bias = false;      // Qwen2
+  bool qkv_bias = false;      // Qwen2; Llama and Qwen3 with attention_bias
   bool qk_norm = false;       // Qwen3: RMSNorm per head on q and k before RoPE
   bool tie_embeddings = false;
+  bool o_bias = false;        // Llama and Qwen3 with attention_bias
 };
 
 class DecoderModel : public Model {

@@ -142,6 +142,9 @@ Eagle3Config parse_eagle3_config(const JsonConfig& top, int target_layers, const
                "{}: bad draft attention shape (hidden {}, heads {}, kv heads {})", top.where(), c.hidden, c.num_heads,
                c.num_kv_heads);
   EAGLET_CHECK(c.vocab > 0 && c.draft_vocab > 0, "{}: vocab_size and draft_vocab_size must be positive", top.where());
+  // The checks a target's config gets (parse_model_config): a draft runs the same attention.
+  EAGLET_CHECK(c.head_dim % 2 == 0, "{}: head_dim {} must be even", layer.where(), c.head_dim);
+  if (layer.has("max_position_embeddings")) layer.get_size("max_position_embeddings");  // in [1, 2^31)
   EAGLET_CHECK(c.draft_vocab <= c.vocab, "{}: draft_vocab_size {} is larger than vocab_size {}", top.where(),
                c.draft_vocab, c.vocab);
 
@@ -161,6 +164,11 @@ Eagle3Config parse_eagle3_config(const JsonConfig& top, int target_layers, const
     ids = top.sub("eagle_config").get_int_list("eagle_aux_hidden_state_layer_ids");
     source = "eagle_config";
   }
+  // Given but empty is not absent: the draft was trained on some layers, and the default guess
+  // would feed it others.
+  EAGLET_CHECK(!(ids.empty() && source != "default (2, L/2, L-3)"),
+               "{}: eagle_aux_hidden_state_layer_ids ({}) is empty; give the 3 target layers the draft reads, or leave "
+               "the field out for the default (2, L/2, L-3)", top.where(), source);
   const bool nested_only = source == "eagle_config";
   if (ids.empty()) {
     ids = {2, target_layers / 2, target_layers - 3};

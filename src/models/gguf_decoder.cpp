@@ -76,6 +76,9 @@ std::unique_ptr<Model> load_gguf_model(const std::string& path) {
   const int64_t qd = mc.num_heads * hd, kvd = mc.num_kv_heads * hd;
   const kernels::WeightView embed = w.matrix("token_embd.weight", mc.vocab, H, 0, /*floats=*/true);
   const kernels::WeightView lm_head = opts.tie_embeddings ? embed : w.matrix("output.weight", mc.vocab, H);
+  std::vector<std::string> names;
+  for (auto& t : file->tensors()) names.push_back(t.name);
+  check_layer_count(numbered_layer_count(names, "blk."), mc.num_layers, path, a->gguf + std::string(".block_count"), "blk.");
   std::vector<DecoderLayerWeights> layers(size_t(mc.num_layers));
   for (int l = 0; l < mc.num_layers; ++l) {
     const std::string p = "blk." + std::to_string(l) + ".";

@@ -7,6 +7,7 @@ namespace eaglet {
 void register_llama(ModelRegistry& r) {
   r.add("LlamaForCausalLM", [](const std::string& dir, const JsonConfig& cfg) {
     DecoderOptions opts;
+    opts.qkv_bias = opts.o_bias = cfg.get_bool("attention_bias", false);  // as transformers' LlamaAttention
     return load_decoder(dir, cfg, "LlamaForCausalLM", opts);
   });
 }

@@ -96,6 +96,13 @@ kernels::QuantScheme parse_quantize_option(const std::string& s);
 // The Hugging Face fields every decoder config shares (hidden_size, num_attention_heads, head_dim,
 // vocab_size, rms_norm_eps, special ids, ...), checked for consistency.
 class JsonConfig;
+// The checkpoint must hold exactly the `in_config` layers the config names (`field`): with fewer,
+// a config of 2^31 - 1 layers ran out of memory sizing them before any tensor was missed; with
+// more, the extra layers were ignored and the output silently changed. `prefix` names them.
+// One more than the highest N among tensor `names` of the form prefix + N + "." (0 when none).
+int numbered_layer_count(const std::vector<std::string>& names, const std::string& prefix);
+void check_layer_count(int in_checkpoint, int in_config, const std::string& where, const std::string& field,
+                       const std::string& prefix);
 ModelConfig parse_model_config(const JsonConfig& cfg, const std::string& dir);
 // rms_norm_eps (default 1e-6), which must lie in (0, 1).
 float parse_rms_norm_eps(const JsonConfig& cfg);

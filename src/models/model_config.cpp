@@ -13,6 +13,28 @@ float parse_rms_norm_eps(const JsonConfig& cfg) {
   return float(eps);
 }
 
+int numbered_layer_count(const std::vector<std::string>& names, const std::string& prefix) {
+  int64_t count = 0;
+  for (auto& n : names) {
+    if (!n.starts_with(prefix)) continue;
+    size_t i = prefix.size(), digits = 0;
+    int64_t v = 0;
+    while (i < n.size() && n[i] >= '0' && n[i] <= '9' && digits < 10) v = v * 10 + (n[i++] - '0'), ++digits;
+    if (digits > 0 && i < n.size() && n[i] == '.') count = std::max(count, v + 1);
+  }
+  return int(std::min<int64_t>(count, INT32_MAX));
+}
+
+void check_layer_count(int in_checkpoint, int in_config, const std::string& where, const std::string& field,
+                       const std::string& prefix) {
+  if (in_checkpoint < in_config)
+    fail("{}: {} = {}, but the checkpoint holds {} layers ({}N. tensors for N < {})", where, field, in_config,
+         in_checkpoint, prefix, in_checkpoint);
+  if (in_checkpoint > in_config)
+    fail("{}: the checkpoint holds {} layers ({}0. to {}{}.), but {} = {}: the config does not match the weights", where,
+         in_checkpoint, prefix, prefix, in_checkpoint - 1, field, in_config);
+}
+
 ModelConfig parse_model_config(const JsonConfig& cfg, const std::string& dir) {
   ModelConfig c;
   c.dir = dir;

@@ -3,6 +3,11 @@
 // keeps its exact output; its draft state is rebuilt). Once a version has served `judge_drafts`
 // drafts, its live acceptance length is compared with its predecessor's; if it fell by more than
 // `max_drop`, it is rolled back automatically. POST /v1/draft/rollback rolls back by hand.
+//
+// The history (which versions served, in order) lives in DIR/versions.json, rewritten atomically
+// and durably at every install and rollback, so a restarted server serves what was serving and
+// can still roll back past the restart. Folders inside DIR are kept relative to it (a copied DIR
+// serves its own versions).
 #pragma once
 #include <functional>
 #include <memory>
@@ -17,15 +22,34 @@
 
 namespace eaglet {
 
+struct DraftHistory {
+  struct Entry {
+    int version = 0;
+    std::string dir;  // as stored: relative to the online-training folder when inside it
+  };
+  std::vector<Entry> entries;  // oldest first; back() serves
+
+  // DIR/versions.json (or the older DIR/current.json, which named only the serving version); no
+  // entries when neither exists. Throws eaglet::Error naming the file and field at fault.
+  static DraftHistory load(const std::string& online_dir);
+  void save(const std::string& online_dir) const;
+  // `dir` of an entry as a path to open.
+  static std::string resolve(const std::string& online_dir, const std::string& dir);
+  // How `dir` is stored: relative to online_dir when inside it, else absolute.
+  static std::string stored(const std::string& online_dir, const std::string& dir);
+};
+
 class DraftVersions {
  public:
   struct Options {
     int64_t judge_drafts = 300;  // drafts a new version serves before it is judged
     double max_drop = 0.15;      // acceptance length it may lose against its predecessor
   };
-  // `initial` serves as version `version` from `dir`.
-  DraftVersions(Scheduler& scheduler, ServingMetrics& metrics, std::shared_ptr<const Eagle3Draft> initial,
-                const std::string& dir, int version, Options opts);
+  // Loads an earlier version's draft when a rollback reaches one this process never loaded.
+  using Loader = std::function<std::shared_ptr<const Eagle3Draft>(const std::string& dir)>;
+  // `serving` serves as history.entries.back(); `online_dir` keeps versions.json ("" keeps none).
+  DraftVersions(Scheduler& scheduler, ServingMetrics& metrics, std::shared_ptr<const Eagle3Draft> serving,
+                const DraftHistory& history, std::string online_dir, Loader loader, Options opts);
 
   // Swaps `draft` (loaded from `dir`) in as `version`; `why` goes into the log line (the guard's
   // before/after scores).
@@ -41,12 +65,16 @@ class DraftVersions {
  private:
   struct Version {
     int number;
-    std::string dir;
-    std::shared_ptr<const Eagle3Draft> draft;
+    std::string dir;  // openable
+    std::shared_ptr<const Eagle3Draft> draft;  // null: not loaded in this process yet
     bool judged = false;
   };
+  void persist() const;  // with mu_ held
+
   Scheduler& scheduler_;
   ServingMetrics& metrics_;
+  std::string online_dir_;
+  Loader loader_;
   Options opts_;
   mutable std::mutex mu_;
   std::vector<Version> stack_;  // serving history; back() serves

@@ -5,7 +5,9 @@
 #include <boost/asio.hpp>
 #include <boost/beast/core.hpp>
 #include <boost/beast/http.hpp>
+#include <dirent.h>
 #include <malloc.h>
+#include <sys/resource.h>
 
 #include <deque>
 #include <map>
@@ -27,11 +29,49 @@ std::string Request::header(const std::string& name) const {
   return "";
 }
 
+namespace {
+int open_descriptors() {
+  int n = 0;
+  if (DIR* d = opendir("/proc/self/fd")) {
+    while (readdir(d)) ++n;
+    closedir(d);
+    n -= 3;  // ".", "..", and the directory's own descriptor
+  }
+  return std::max(n, 3);
+}
+}  // namespace
+
+void fit_descriptor_limit(Limits& limits) {
+  rlimit rl{};
+  if (getrlimit(RLIMIT_NOFILE, &rl) != 0 || rl.rlim_cur == RLIM_INFINITY) return;
+  const rlim_t need = rlim_t(limits.max_connections) + rlim_t(open_descriptors() + kReservedDescriptors);
+  if (rl.rlim_cur >= need) return;
+  const rlim_t soft = rl.rlim_cur;
+  rlimit raised = rl;
+  raised.rlim_cur = rl.rlim_max == RLIM_INFINITY ? need : std::min(need, rl.rlim_max);
+  if (raised.rlim_cur > soft && setrlimit(RLIMIT_NOFILE, &raised) == 0) {
+    spdlog::info("raised the open-file limit from {} to {} for --max-connections {}", soft, raised.rlim_cur,
+                 limits.max_connections);
+    rl = raised;
+  }
+  if (rl.rlim_cur >= need) return;
+  const int fit = std::max(1, int(rl.rlim_cur) - open_descriptors() - kReservedDescriptors);
+  spdlog::warn("--max-connections {} does not fit the open-file limit ({} soft, {} hard): lowered to {} (raise the limit "
+               "with `ulimit -n` for more)", limits.max_connections, rl.rlim_cur,
+               rl.rlim_max == RLIM_INFINITY ? std::string("unlimited") : std::to_string(rl.rlim_max), fit);
+  limits.max_connections = fit;
+}
+
+struct Route {
+  Handler handler;
+  Lane lane = Lane::Pool;
+};
+
 // What every connection shares with the server.
 struct Shared {
   Limits limits;
   std::function<std::string(int, const std::string&)> error_body;
-  std::map<std::string, std::map<std::string, Handler>> routes;  // path -> method -> handler
+  std::map<std::string, std::map<std::string, Route>> routes;  // path -> method -> route
   net::thread_pool handlers;
   std::atomic<int> connections{0};
   std::atomic<int> busy{0};  // connections with a request whose response is not written yet
@@ -39,7 +79,7 @@ struct Shared {
   Shared(Limits l, std::function<std::string(int, const std::string&)> eb)
       : limits(l), error_body(std::move(eb)), handlers(size_t(std::max(1, l.handler_threads))) {}
 
-  // Bytes of request bodies being read or handled, within limits.max_buffered_body_bytes.
+  // Bytes of request bodies received and not yet handled, within limits.max_buffered_body_bytes.
   bool reserve_body(size_t n) {
     size_t cur = body_bytes.load();
     do {
@@ -60,6 +100,43 @@ namespace {
 std::chrono::steady_clock::duration seconds(double s) {
   return std::chrono::duration_cast<std::chrono::steady_clock::duration>(std::chrono::duration<double>(s));
 }
+
+// A request body as a string whose bytes are charged to the shared budget as they arrive. (Beast's
+// string_body reserves the announced Content-Length up front, and charging that let ~85
+// connections that announced 4 MB and sent nothing take the whole budget.)
+struct BudgetedBody {
+  struct value_type {
+    std::string data;
+    Shared* shared = nullptr;
+    size_t* charged = nullptr;  // the connection's count for the request being read
+  };
+  static std::uint64_t size(const value_type& v) { return v.data.size(); }
+
+  class reader {
+   public:
+    template <bool isRequest, class Fields>
+    reader(bhttp::header<isRequest, Fields>&, value_type& body) : body_(body) {}
+    void init(const boost::optional<std::uint64_t>&, error_code& ec) { ec = {}; }
+    template <class ConstBufferSequence>
+    std::size_t put(const ConstBufferSequence& buffers, error_code& ec) {
+      const size_t n = net::buffer_size(buffers);
+      if (!body_.shared->reserve_body(n)) {
+        ec = bhttp::error::buffer_overflow;
+        return 0;
+      }
+      *body_.charged += n;
+      const size_t at = body_.data.size();
+      body_.data.resize(at + n);
+      net::buffer_copy(net::buffer(body_.data.data() + at, n), buffers);
+      ec = {};
+      return n;
+    }
+    void finish(error_code& ec) { ec = {}; }
+
+   private:
+    value_type& body_;
+  };
+};
 }  // namespace
 
 // One client connection. Everything below runs on the connection's strand (the I/O thread);
@@ -101,6 +178,11 @@ class Session : public std::enable_shared_from_this<Session> {
   void write(std::string chunk) {
     if (chunk.empty()) return;  // an empty chunk would end a chunked body
     queue(chunked_ ? fmt::format("{:x}\r\n", chunk.size()) + chunk + "\r\n" : std::move(chunk), false);
+    if (unsent_ > shared_->limits.max_unsent_bytes && phase_ != Phase::Closed) {
+      spdlog::warn("closing a stream whose client left {} bytes unread (the limit is {})", unsent_,
+                   shared_->limits.max_unsent_bytes);
+      close();
+    }
   }
   void end() { queue(chunked_ ? "0\r\n\r\n" : "", true); }
   void on_disconnect(std::function<void()> fn) {
@@ -120,6 +202,8 @@ class Session : public std::enable_shared_from_this<Session> {
     parser_.emplace();
     parser_->header_limit(uint32_t(shared_->limits.max_header_bytes));
     parser_->body_limit(shared_->limits.max_body_bytes);
+    parser_->get().body().shared = shared_.get();
+    parser_->get().body().charged = &body_reserved_;
     if (buffer_.size() > 0) return read_header();
     arm_timer(shared_->limits.idle_timeout_s);
     socket_.async_read_some(buffer_.prepare(4096), [self = shared_from_this()](error_code ec, size_t n) {
@@ -136,12 +220,9 @@ class Session : public std::enable_shared_from_this<Session> {
       auto& req = self->parser_->get();
       if (auto len = self->parser_->content_length(); len && *len > self->shared_->limits.max_body_bytes)
         return self->read_failed(bhttp::error::body_limit);
-      // Bodies are held whole until handled: the sum over all connections has a budget, so a
-      // thousand clients sending 4 MB at once get 503 instead of taking 4 GB.
-      const auto length = self->parser_->content_length();
-      const size_t body = self->parser_->chunked() ? self->shared_->limits.max_body_bytes : length ? size_t(*length) : 0;
-      if (!self->shared_->reserve_body(body)) return self->read_failed(bhttp::error::buffer_overflow);
-      self->body_reserved_ = body;
+      // Bodies are held whole until handled: the sum over all connections has a budget, charged
+      // by BudgetedBody as bytes arrive, so a thousand clients sending 4 MB at once get 503
+      // instead of taking 4 GB, and clients that only announce a body take nothing.
       if (strcasecmp(std::string(req[bhttp::field::expect]).c_str(), "100-continue") == 0) {
         static const std::string kContinue = "HTTP/1.1 100 Continue\r\n\r\n";
         return net::async_write(self->socket_, net::buffer(kContinue), [self](error_code ec, size_t) {
@@ -184,7 +265,7 @@ class Session : public std::enable_shared_from_this<Session> {
     phase_ = Phase::Handling;
     busy_ = true;
     ++shared_->busy;
-    bhttp::request<bhttp::string_body> msg = parser_->release();
+    bhttp::request<BudgetedBody> msg = parser_->release();
     keep_alive_ = msg.keep_alive() && !shared_->closing;
     http11_ = msg.version() >= 11;
     Request req;
@@ -192,7 +273,7 @@ class Session : public std::enable_shared_from_this<Session> {
     const std::string target(msg.target());
     req.path = target.substr(0, target.find('?'));
     for (auto& f : msg) req.headers.emplace_back(std::string(f.name_string()), std::string(f.value()));
-    req.body = std::move(msg.body());
+    req.body = std::move(msg.body().data);
     auto route = shared_->routes.find(req.path);
     if (route == shared_->routes.end()) return queue(error_response(404, "route not found: " + req.path), true);
     auto handler = route->second.find(req.method);
@@ -201,8 +282,8 @@ class Session : public std::enable_shared_from_this<Session> {
     watch_for_disconnect();
     auto responder = std::make_shared<Responder>(shared_from_this());
     if (buffer_.capacity() > (64 << 10)) buffer_.shrink_to_fit();  // a big body passed through it
-    net::post(shared_->handlers, [h = handler->second, req = std::move(req), responder, shared = shared_,
-                                  reserved = std::exchange(body_reserved_, 0)]() mutable {
+    auto run = [h = handler->second.handler, req = std::move(req), responder, shared = shared_,
+                reserved = std::exchange(body_reserved_, 0)]() mutable {
       try {
         h(req, std::move(responder));
       } catch (const std::exception& e) {
@@ -210,7 +291,9 @@ class Session : public std::enable_shared_from_this<Session> {
       }  // a responder that never answered sends 500 when it is released
       req = {};
       shared->release_body(reserved);
-    });
+    };
+    if (handler->second.lane == Lane::Inline) run();
+    else net::post(shared_->handlers, std::move(run));
   }
 
   // While a request is handled, one read stays posted: it fails the moment the client closes the
@@ -235,6 +318,7 @@ class Session : public std::enable_shared_from_this<Session> {
   // --- writing: responses are queued as bytes and written in order, one write at a time ---
   void queue(std::string bytes, bool last) {
     if (phase_ == Phase::Closed || response_ended_) return;
+    unsent_ += bytes.size();
     if (!bytes.empty()) out_.push_back(std::move(bytes));
     if (last) {
       response_ended_ = true;
@@ -256,6 +340,7 @@ class Session : public std::enable_shared_from_this<Session> {
     arm_timer(shared_->limits.write_timeout_s);
     net::async_write(socket_, buffers, [self = shared_from_this()](error_code ec, size_t) {
       self->cancel_timer();
+      for (auto& b : self->in_flight_) self->unsent_ -= b.size();
       self->in_flight_.clear();
       if (ec) return self->close();
       self->write_pending();
@@ -347,7 +432,7 @@ class Session : public std::enable_shared_from_this<Session> {
   net::steady_timer timer_;
   std::shared_ptr<Shared> shared_;
   boost::beast::flat_buffer buffer_;
-  std::optional<bhttp::request_parser<bhttp::string_body>> parser_;
+  std::optional<bhttp::request_parser<BudgetedBody>> parser_;
   Phase phase_ = Phase::Reading;
   bool keep_alive_ = true, http11_ = true, chunked_ = false;
   bool response_ended_ = false, writing_ = false, watching_ = false, busy_ = false;
@@ -355,6 +440,7 @@ class Session : public std::enable_shared_from_this<Session> {
   std::vector<std::function<void()>> on_disconnect_;
   uint64_t timer_gen_ = 0, requests_ = 0;
   size_t body_reserved_ = 0;  // of the body budget, for the request being read
+  size_t unsent_ = 0;         // bytes queued or being written
   char scratch_[4096];
 };
 
@@ -410,12 +496,21 @@ struct Server::Impl {
   net::io_context ioc{1};
   tcp::acceptor acceptor{ioc};
   net::steady_timer retry{ioc};
+  std::chrono::steady_clock::time_point last_accept_warning{};
+  int accept_failures = 0;  // since the last warning
 
   void accept() {
     acceptor.async_accept(net::make_strand(ioc), [this](error_code ec, tcp::socket socket) {
       if (!acceptor.is_open()) return;
       if (ec) {  // e.g. out of file descriptors: try again shortly instead of spinning
-        spdlog::warn("accept failed: {}", ec.message());
+        ++accept_failures;
+        const auto now = std::chrono::steady_clock::now();
+        if (now - last_accept_warning > std::chrono::seconds(10)) {  // not ten lines a second
+          spdlog::warn("accept failed {} time(s) in the last 10 s: {} ({} connections open)", accept_failures,
+                       ec.message(), shared->connections.load());
+          last_accept_warning = now;
+          accept_failures = 0;
+        }
         retry.expires_after(std::chrono::milliseconds(100));
         retry.async_wait([this](error_code) { accept(); });
         return;
@@ -430,6 +525,7 @@ struct Server::Impl {
 
 Server::Server(Limits limits, std::function<std::string(int, const std::string&)> error_body)
     : impl_(std::make_unique<Impl>()) {
+  fit_descriptor_limit(limits);
   impl_->shared = std::make_shared<Shared>(limits, std::move(error_body));
 }
 
@@ -438,8 +534,8 @@ Server::~Server() {
   impl_->shared->handlers.join();
 }
 
-void Server::route(const std::string& method, const std::string& path, Handler handler) {
-  impl_->shared->routes[path][method] = std::move(handler);
+void Server::route(const std::string& method, const std::string& path, Handler handler, Lane lane) {
+  impl_->shared->routes[path][method] = Route{std::move(handler), lane};
 }
 
 int Server::bind(const std::string& host, int port) {

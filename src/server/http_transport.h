@@ -18,14 +18,29 @@ namespace eaglet::http {
 
 struct Limits {
   size_t max_body_bytes = 4 << 20;
-  size_t max_buffered_body_bytes = 256 << 20;  // all bodies being read or handled; 503 beyond
+  // Body bytes received and not yet handled, over all connections; 503 beyond. Counted as the
+  // bytes arrive, never from the Content-Length a client announces.
+  size_t max_buffered_body_bytes = 256 << 20;
   size_t max_header_bytes = 16 << 10;
   double request_timeout_s = 30;  // from a request's first byte to its last
   double idle_timeout_s = 60;     // a keep-alive connection waiting for its next request
   double write_timeout_s = 60;    // one write the client does not take (stopped reading)
+  // A stream whose client leaves this much unread is closed (and its request cancelled).
+  size_t max_unsent_bytes = 8 << 20;
   int max_connections = 1024;     // beyond it new connections get 503 and are closed
-  int handler_threads = 2;
+  int handler_threads = 4;
 };
+
+// Descriptors the process needs besides its connections (model files, logs, the trainer's).
+inline constexpr int kReservedDescriptors = 64;
+// Makes room for `limits.max_connections` sockets within the descriptor limit (RLIMIT_NOFILE):
+// raises the soft limit towards the hard one, or else lowers max_connections, and logs which.
+// Without it, sockets past the limit could not even be accepted to be told 503.
+void fit_descriptor_limit(Limits& limits);
+
+// Where a route's handler runs: on the handler pool (parsing, tokenizing, templates), or inline
+// on the I/O thread for answers that cost nothing (/health must answer while the pool is busy).
+enum class Lane { Pool, Inline };
 
 struct Request {
   std::string method, path, body;  // path without the query string
@@ -72,7 +87,7 @@ class Server {
   // (413, 431, 404, 405, 503, 500).
   Server(Limits limits, std::function<std::string(int, const std::string&)> error_body);
   ~Server();
-  void route(const std::string& method, const std::string& path, Handler handler);
+  void route(const std::string& method, const std::string& path, Handler handler, Lane lane = Lane::Pool);
   // Binds (port 0: any free port) and returns the port; throws eaglet::Error when it cannot.
   int bind(const std::string& host, int port);
   // Serves until stop(); returns after the I/O and handler threads have finished.

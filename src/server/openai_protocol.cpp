@@ -271,12 +271,22 @@ json completion_logprobs_json(const ChoiceDelta& d, const std::vector<std::strin
   return {{"tokens", tokens}, {"token_logprobs", lps}, {"top_logprobs", tops}, {"text_offset", offs}};
 }
 
+namespace {
+// OpenAI's "bytes": the token's UTF-8 bytes as integers (a token may hold part of a character,
+// which its "token" text cannot show).
+json utf8_bytes(const std::string& s) {
+  json out = json::array();
+  for (unsigned char c : s) out.push_back(int(c));
+  return out;
+}
+}  // namespace
+
 json chat_logprobs_json(const ChoiceDelta& d, const std::vector<std::string>& texts) {
   json content = json::array();
   for (size_t i = 0; i < d.tokens.size(); ++i) {
     json top = json::array();
-    for (auto& [s, lp] : d.top[i]) top.push_back({{"token", s}, {"logprob", lp}, {"bytes", json::array()}});
-    content.push_back({{"token", texts[i]}, {"logprob", d.logprobs[i]}, {"bytes", json::array()}, {"top_logprobs", top}});
+    for (auto& [s, lp] : d.top[i]) top.push_back({{"token", s}, {"logprob", lp}, {"bytes", utf8_bytes(s)}});
+    content.push_back({{"token", texts[i]}, {"logprob", d.logprobs[i]}, {"bytes", utf8_bytes(texts[i])}, {"top_logprobs", top}});
   }
   return {{"content", content}};
 }

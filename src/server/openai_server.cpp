@@ -1,6 +1,7 @@
 #include "server/openai_server.h"
 
 #include <spdlog/spdlog.h>
+#include <malloc.h>
 
 #include <atomic>
 #include <chrono>
@@ -8,6 +9,7 @@
 #include <deque>
 #include <mutex>
 #include <random>
+#include <strings.h>
 #include <thread>
 
 #include "core/splitmix.h"
@@ -28,6 +30,11 @@ std::string random_id(const char* prefix) {
 }
 
 std::string to_text(const json& j) { return j.dump(-1, ' ', false, json::error_handler_t::replace); }
+
+// What a token's entry in the logprobs JSON takes besides its text: its log-probability, its
+// offset and the punctuation around them (about; the response budget is not exact to the byte).
+constexpr size_t kLogprobEntryBytes = 48;
+constexpr size_t kTopEntryBytes = 20;  // one alternative: `"text": -1.23456789, `
 
 // Output of one of a call's n sequences, as the scheduler reports it.
 struct Event {
@@ -75,7 +82,28 @@ struct OpenAiServer::Impl {
         }) {
     chat_template = opts.chat_template.empty() ? ChatTemplate::from_tokenizer_config(bundle.tokenizer.config())
                                                : std::make_unique<ChatTemplate>(opts.chat_template);
+    size_t bytes = 0;
+    const int V = bundle.model->config().vocab;
+    for (int t = 0; t < V; ++t) bytes += bundle.tokenizer.token_bytes(t).size();
+    mean_token_bytes = V > 0 ? double(bytes) / V : 0;
     routes();
+  }
+  double mean_token_bytes = 0;  // over the vocabulary: what an unknown alternative takes in logprobs
+
+  // An echoed prompt's log-probabilities are known in size before any work: refuse a request whose
+  // scored prompts alone would pass --max-response-bytes (64 x 511 tokens with 20 alternatives
+  // built 16.8 MB and took 5 s of engine time).
+  void check_prompt_logprobs_size(const ApiRequest& r, const std::vector<std::vector<int>>& prompts) const {
+    if (!r.echo || r.logprobs < 0) return;
+    double bytes = 0;
+    for (auto& p : prompts)
+      for (int t : p) bytes += double(bundle.tokenizer.token_bytes(t).size() + kLogprobEntryBytes) +
+                               r.logprobs * (mean_token_bytes + kTopEntryBytes);
+    bytes *= r.n;
+    if (bytes > double(opts.max_response_bytes))
+      throw ApiError{400, fmt::format("echo with logprobs {} would build a response of about {:.0f} bytes, over the server's "
+                                      "limit of {} bytes (--max-response-bytes); send fewer or shorter prompts, or fewer logprobs",
+                                      r.logprobs, bytes, opts.max_response_bytes), "invalid_request_error", "logprobs"};
   }
 
   uint64_t next_seed() {
@@ -90,8 +118,12 @@ struct OpenAiServer::Impl {
     out.send(e.status, "application/json", to_text(error_body(e)));
   }
 
+  // RFC 7235: the scheme is case-insensitive ("bearer" is as good as "Bearer"); the key is not.
   bool authorized(const http::Request& req) const {
-    return opts.api_key.empty() || constant_time_equal(req.header("Authorization"), "Bearer " + opts.api_key);
+    if (opts.api_key.empty()) return true;
+    const std::string h = req.header("Authorization");
+    const bool bearer = h.size() > 7 && strncasecmp(h.c_str(), "bearer ", 7) == 0;
+    return constant_time_equal(bearer ? h.substr(7) : std::string(), opts.api_key) && bearer;
   }
   static ApiError unauthorized() { return ApiError{401, "Incorrect or missing API key", "authentication_error", ""}; }
 
@@ -122,9 +154,19 @@ struct OpenAiServer::Impl {
       if (!chat_template)
         throw ApiError{400, "this model has no chat_template (tokenizer_config.json) and none was given (--chat-template); use /v1/completions",
                        "invalid_request_error", "messages"};
+      uint64_t work = 0;
+      // glibc keeps what a large render freed in this thread's arena; give it back.
+      struct Trim {
+        uint64_t& work;
+        ~Trim() {
+          if (work > (uint64_t(16) << 20)) malloc_trim(0);
+        }
+      } trim{work};
       try {
-        rendered = chat_template->render(r.messages, r.add_generation_prompt, bundle.tokenizer, r.chat_template_kwargs);
+        const jinja::RenderLimits limits{opts.chat_template_timeout_s, &draining, &work};
+        rendered = chat_template->render(r.messages, r.add_generation_prompt, bundle.tokenizer, r.chat_template_kwargs, limits);
       } catch (const std::exception& e) {
+        if (draining) throw ApiError{503, "the server is shutting down", "server_error", ""};
         throw ApiError{400, std::string("chat template failed: ") + e.what(), "invalid_request_error", "messages"};
       }
     }
@@ -143,6 +185,11 @@ struct OpenAiServer::Impl {
     }
     if (ids.empty()) throw ApiError{400, "the prompt is empty", "invalid_request_error", param};
     return ids;
+  }
+
+  void check_model(const ApiRequest& r) const {
+    if (!r.model.empty() && r.model != opts.served_model_name)
+      throw ApiError{404, fmt::format("The model `{}` does not exist.", r.model), "NotFoundError", "model"};
   }
 
   // /tokenize and /detokenize, as vLLM serves them.
@@ -266,9 +313,25 @@ class ApiCall : public std::enable_shared_from_this<ApiCall> {
         const Event prompt{e.index, srv_.bundle.tokenizer.decode(prompts_[size_t(e.index / r_.n)]), {}, "", 0};
         r_.stream ? stream(prompt) : collect(prompt);
       }
+      if (done_) break;  // over the response budget: answered already
       r_.stream ? stream(e) : collect(e);
     }
     if (finished_ == choices_ && !done_) finish();
+  }
+
+  // A response held whole until it is sent counts its bytes: past --max-response-bytes the
+  // request ends here, its sequences cancelled, with a 400 naming the limit. (A stream's bytes
+  // leave as they come; the transport bounds what a client leaves unread.)
+  bool charge(size_t n) {
+    response_bytes_ += n;
+    if (response_bytes_ <= srv_.opts.max_response_bytes) return true;
+    done_ = true;
+    cancel();
+    OpenAiServer::Impl::send_error(*out_, ApiError{400, fmt::format("the response grew past the server's limit of {} bytes "
+                                                      "(--max-response-bytes); ask for fewer tokens, choices or logprobs",
+                                                      srv_.opts.max_response_bytes),
+                                     "invalid_request_error", r_.chat ? "max_completion_tokens" : "max_tokens"});
+    return false;
   }
 
   ChoiceDelta delta_of(const Event& e) const {
@@ -317,6 +380,7 @@ class ApiCall : public std::enable_shared_from_this<ApiCall> {
   void collect(const Event& e) {
     auto& acc = acc_[size_t(e.index)];
     const ChoiceDelta d = delta_of(e);
+    if (!charge(response_bytes_of(d))) return;
     acc.text += d.text;
     acc.tokens.insert(acc.tokens.end(), d.tokens.begin(), d.tokens.end());
     acc.logprobs.insert(acc.logprobs.end(), d.logprobs.begin(), d.logprobs.end());
@@ -352,6 +416,16 @@ class ApiCall : public std::enable_shared_from_this<ApiCall> {
     out_->send(200, "application/json", to_text(out));
   }
 
+  // About what `d` adds to a response (text, and per token its text, log-probability and offset).
+  static size_t response_bytes_of(const ChoiceDelta& d) {
+    size_t n = d.text.size();
+    for (size_t i = 0; i < d.tokens.size(); ++i) {
+      n += kLogprobEntryBytes;
+      for (auto& [text, lp] : d.top[i]) n += text.size() + kTopEntryBytes;
+    }
+    return n;
+  }
+
   OpenAiServer::Impl& srv_;
   const ApiRequest r_;
   const std::vector<std::vector<int>> prompts_;
@@ -367,6 +441,7 @@ class ApiCall : public std::enable_shared_from_this<ApiCall> {
   // Only on the connection's thread:
   int finished_ = 0, completion_ = 0;
   bool done_ = false;
+  size_t response_bytes_ = 0;
   std::vector<ChoiceDelta> acc_;   // non-streaming: each choice so far
   std::vector<size_t> offsets_;    // streaming: text offset of each choice (completion logprobs)
   std::vector<bool> echoed_ = std::vector<bool>(size_t(choices_), false);
@@ -381,8 +456,7 @@ void OpenAiServer::Impl::generate(const http::Request& hreq, const std::shared_p
     ApiRequest r = parse_request(parse_body(hreq.body), chat, opts.sampling_defaults);
     const std::string no_train = hreq.header("X-Eaglet-No-Train");
     r.no_train = !no_train.empty() && no_train != "0" && no_train != "false";
-    if (!r.model.empty() && r.model != opts.served_model_name)
-      throw ApiError{404, fmt::format("The model `{}` does not exist.", r.model), "NotFoundError", "model"};
+    check_model(r);
     const int max_len = scheduler.options().max_model_len;
     if (!chat && int(r.prompts.size()) * r.n > 64)
       throw ApiError{400, fmt::format("{} prompts x n = {} sequences; at most 64 per request", r.prompts.size(), r.n),
@@ -395,6 +469,7 @@ void OpenAiServer::Impl::generate(const http::Request& hreq, const std::shared_p
     if (chat) prompts.push_back(tokenize(r, nullptr, max_len, "messages"));
     for (size_t i = 0; i < r.prompts.size(); ++i)
       prompts.push_back(tokenize(r, &r.prompts[i], max_len, r.prompts.size() > 1 ? fmt::format("prompt[{}]", i) : "prompt"));
+    check_prompt_logprobs_size(r, prompts);
     size_t longest = 0;
     for (auto& p : prompts) longest = std::max(longest, p.size());
     const int P = int(longest);
@@ -407,6 +482,8 @@ void OpenAiServer::Impl::generate(const http::Request& hreq, const std::shared_p
     call->start(max_tokens);
   } catch (const ApiError& e) {
     send_error(*out, e);
+  } catch (const json::exception& e) {  // a field of the wrong type that no check named: still the client's
+    send_error(*out, ApiError{400, std::string("invalid request: ") + e.what(), "invalid_request_error", ""});
   } catch (const std::exception& e) {
     spdlog::error("request failed: {}", e.what());
     send_error(*out, ApiError{500, e.what(), "server_error", ""});
@@ -428,10 +505,13 @@ void OpenAiServer::Impl::tokenize_route(const http::Request& q, http::Responder&
     const bool chat = b.contains("messages");
     if (chat == b.contains("prompt"))
       throw ApiError{400, "give exactly one of 'prompt' and 'messages'", "invalid_request_error", chat ? "messages" : "prompt"};
+    if (b.contains("add_special_tokens") && !b["add_special_tokens"].is_boolean())
+      throw ApiError{400, "'add_special_tokens' must be a boolean", "invalid_request_error", "add_special_tokens"};
     json req = b;
     req.erase("add_special_tokens");
     if (!chat && !req["prompt"].is_string()) throw ApiError{400, "'prompt' must be a string", "invalid_request_error", "prompt"};
     const ApiRequest r = parse_request(req, chat);
+    check_model(r);
     const int max_len = scheduler.options().max_model_len;
     std::vector<int> ids;
     if (chat) {
@@ -443,6 +523,8 @@ void OpenAiServer::Impl::tokenize_route(const http::Request& q, http::Responder&
     out.send(200, "application/json", to_text({{"tokens", ids}, {"count", ids.size()}, {"max_model_len", max_len}}));
   } catch (const ApiError& e) {
     send_error(out, e);
+  } catch (const json::exception& e) {
+    send_error(out, ApiError{400, std::string("invalid request: ") + e.what(), "invalid_request_error", ""});
   }
 }
 
@@ -453,6 +535,14 @@ void OpenAiServer::Impl::detokenize_route(const http::Request& q, http::Responde
     const json b = parse_body(q.body);
     if (!b.is_object() || !b.contains("tokens") || !b["tokens"].is_array())
       throw ApiError{400, "'tokens' must be a list of token ids", "invalid_request_error", "tokens"};
+    for (auto& [k, v] : b.items())
+      if (k != "model" && k != "tokens") throw ApiError{400, fmt::format("'{}' is not supported by /detokenize", k), "invalid_request_error", k};
+    if (b.contains("model")) {
+      if (!b["model"].is_string()) throw ApiError{400, "'model' must be a string", "invalid_request_error", "model"};
+      ApiRequest r;
+      r.model = b["model"];
+      check_model(r);
+    }
     const int V = bundle.model->config().vocab;
     std::vector<int> ids;
     for (auto& t : b["tokens"]) {
@@ -475,18 +565,20 @@ void OpenAiServer::Impl::routes() {
     json m = {{"id", opts.served_model_name}, {"object", "model"}, {"created", int64_t(std::time(nullptr))},
               {"owned_by", "eaglet"}, {"root", opts.served_model_name}, {"max_model_len", scheduler.options().max_model_len}};
     s->send(200, "application/json", to_text({{"object", "list"}, {"data", json::array({m})}}));
-  });
+  }, http::Lane::Inline);
+  // Probes and metrics answer on the I/O thread: a pool busy with slow requests must not make a
+  // healthy server look dead.
   transport.route("GET", "/health", [this](const http::Request&, std::shared_ptr<http::Responder> s) {
     s->send(draining ? 503 : 200, "application/json", "{}");
-  });
+  }, http::Lane::Inline);
   // vLLM's liveness and version probes (load balancers and SageMaker-style health checks use them).
   for (const char* method : {"GET", "POST"})
     transport.route(method, "/ping", [this](const http::Request&, std::shared_ptr<http::Responder> s) {
       s->send(draining ? 503 : 200, "application/json", "{}");
-    });
+    }, http::Lane::Inline);
   transport.route("GET", "/version", [](const http::Request&, std::shared_ptr<http::Responder> s) {
     s->send(200, "application/json", to_text({{"version", kVersion}}));
-  });
+  }, http::Lane::Inline);
   transport.route("POST", "/tokenize", [this](const http::Request& q, std::shared_ptr<http::Responder> s) { tokenize_route(q, *s); });
   transport.route("POST", "/detokenize", [this](const http::Request& q, std::shared_ptr<http::Responder> s) { detokenize_route(q, *s); });
   // Admin: back to the previous draft version (online training). Needs --api-key: an open server
@@ -504,7 +596,7 @@ void OpenAiServer::Impl::routes() {
   transport.route("GET", "/metrics", [this](const http::Request& q, std::shared_ptr<http::Responder> s) {
     if (!opts.metrics_public && !authorized(q)) return send_error(*s, unauthorized());
     s->send(200, "text/plain; version=0.0.4", metrics.render(opts.served_model_name));
-  });
+  }, http::Lane::Inline);
 }
 
 OpenAiServer::OpenAiServer(ModelBundle& bundle, Scheduler& scheduler, ServingMetrics& metrics, ServerOptions opts)

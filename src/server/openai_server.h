@@ -23,11 +23,15 @@ namespace eaglet {
 struct ServerOptions {
   std::string host = "127.0.0.1";
   int port = 8000;
-  std::string api_key;          // required as "Authorization: Bearer KEY" when set
+  std::string api_key;          // required as "Authorization: Bearer KEY" when set (never empty when set)
   bool metrics_public = false;  // /metrics without the key
   std::string served_model_name;
   http::Limits limits;          // body and header size, deadlines, connections
   int max_json_depth = 64;      // nesting of the request body
+  // Bytes one request's response may take (text, logprobs, the JSON around them); beyond it a
+  // 400 naming the limit, or for a stream that has begun an error event, and the work stops.
+  size_t max_response_bytes = 8 << 20;
+  double chat_template_timeout_s = 2;  // one render of the chat template
   double drain_timeout_s = 10;  // on shutdown, how long running requests may still finish
   // --seed: requests without a seed draw from a stream seeded by it (reproducible runs, as vLLM's
   // --seed); unset: from std::random_device.

@@ -24,14 +24,14 @@ std::unique_ptr<ChatTemplate> ChatTemplate::from_tokenizer_config(const nlohmann
   return nullptr;
 }
 
-std::string ChatTemplate::render(const nlohmann::json& context) const {
+std::string ChatTemplate::render(const nlohmann::json& context, const jinja::RenderLimits& limits) const {
   jinja::Dict globals;
   for (auto& [k, v] : context.items()) globals[k] = jinja::Value::from_json(v);
-  return impl_->tmpl.render(globals);
+  return impl_->tmpl.render(globals, limits);
 }
 
 std::string ChatTemplate::render(const std::vector<ChatMessage>& messages, bool add_generation_prompt, const Tokenizer& tok,
-                                 const nlohmann::json& extra) const {
+                                 const nlohmann::json& extra, const jinja::RenderLimits& limits) const {
   // Ordered as a client sends them (role, then content): templates that print a message with
   // tojson or loop over its items() see Python's order.
   nlohmann::ordered_json msgs = nlohmann::ordered_json::array();
@@ -50,7 +50,7 @@ std::string ChatTemplate::render(const std::vector<ChatMessage>& messages, bool 
   globals["add_generation_prompt"] = jinja::Value(add_generation_prompt);
   globals["bos_token"] = jinja::Value(text_of("bos_token"));
   globals["eos_token"] = jinja::Value(text_of("eos_token"));
-  return impl_->tmpl.render(globals);
+  return impl_->tmpl.render(globals, limits);
 }
 
 }  // namespace eaglet

@@ -9,6 +9,8 @@
 #include <string>
 #include <vector>
 
+#include "tokenizer/jinja.h"
+
 namespace eaglet {
 
 class Tokenizer;
@@ -24,10 +26,11 @@ class ChatTemplate {
   // The template of a tokenizer_config.json (string, or the "default" of a named list); null if none.
   static std::unique_ptr<ChatTemplate> from_tokenizer_config(const nlohmann::json& config);
   // Renders with `messages`, `add_generation_prompt`, `bos_token`, `eos_token` and `extra` vars.
-  std::string render(const nlohmann::json& context) const;
+  std::string render(const nlohmann::json& context, const jinja::RenderLimits& limits = {}) const;
   // `extra`: more variables (a request's chat_template_kwargs, e.g. Qwen3's enable_thinking).
+  // `limits`: a deadline and a cancel flag beyond the fixed size and work limits.
   std::string render(const std::vector<ChatMessage>& messages, bool add_generation_prompt, const Tokenizer& tok,
-                     const nlohmann::json& extra = nlohmann::json::object()) const;
+                     const nlohmann::json& extra = nlohmann::json::object(), const jinja::RenderLimits& limits = {}) const;
 
  private:
   struct Impl;

@@ -16,18 +16,18 @@ namespace eaglet::jinja {
 // ---- expressions --------------------------------------------------------------------------
 
 struct Scope {
+  explicit Scope(Budget& b) : budget(b) {}
+  Budget& budget;
   std::vector<Dict> frames;
   // Macros defined so far ({% macro %} registers itself when rendered, as Jinja defines it then).
   std::map<std::string, std::function<Value(Scope&, const std::vector<Value>&, const Kwargs&)>> macros;
-  int64_t steps = 0;
   int call_depth = 0;  // macro calls in progress (a macro calling itself must end)
-  void tick() {
-    if (++steps > kMaxSteps) fail("chat template: rendering took more than {} steps", kMaxSteps);
-  }
+  void tick() { budget.step(); }
+  // A copy of the variable (a string is copied whole: charged).
   Value get(const std::string& name) const {
     for (auto it = frames.rbegin(); it != frames.rend(); ++it) {
       auto f = it->find(name);
-      if (f != it->end()) return f->second;
+      if (f != it->end()) return checked(budget, f->second);
     }
     return Value();
   }
@@ -43,7 +43,7 @@ namespace {
 struct Lit : Expr {
   Value v;
   explicit Lit(Value x) : v(std::move(x)) {}
-  Value eval(Scope&) const override { return v; }
+  Value eval(Scope& s) const override { return checked(s.budget, v); }
 };
 struct Var : Expr {
   std::string name;
@@ -60,14 +60,17 @@ struct ListLit : Expr {
   Value eval(Scope& s) const override {
     auto l = std::make_shared<List>();
     for (auto& e : items) l->push_back(e->eval(s));
-    return Value(l);
+    return checked(s.budget, Value(l));
   }
 };
 struct DictLit : Expr {
   std::vector<std::pair<ExprP, ExprP>> items;
   Value eval(Scope& s) const override {
     auto d = std::make_shared<Dict>();
-    for (auto& [k, v] : items) (*d)[k->eval(s).str()] = v->eval(s);
+    for (auto& [k, v] : items) {
+      s.budget.charge(kCompareCost * (d->size() + 1));  // an insert scans the ordered keys
+      (*d)[k->eval(s).str()] = v->eval(s);
+    }
     return Value(d);
   }
 };
@@ -75,11 +78,11 @@ struct DictLit : Expr {
 struct Attr : Expr {
   ExprP base;
   std::string name;
-  Value eval(Scope& s) const override { return subscript(base->eval(s), Value(name)); }
+  Value eval(Scope& s) const override { return subscript(s.budget, base->eval(s), Value(name)); }
 };
 struct Index : Expr {
   ExprP base, key;
-  Value eval(Scope& s) const override { return subscript(base->eval(s), key->eval(s)); }
+  Value eval(Scope& s) const override { return subscript(s.budget, base->eval(s), key->eval(s)); }
 };
 struct Slice : Expr {
   ExprP base, start, stop, step;
@@ -102,11 +105,12 @@ struct Slice : Expr {
     };
     if (auto l = std::get_if<std::shared_ptr<List>>(&b.v)) {
       auto out = std::make_shared<List>();
-      pick(int64_t((*l)->size()), [&](int64_t i) { out->push_back((**l)[size_t(i)]); });
+      pick(int64_t((*l)->size()), [&](int64_t i) { out->push_back(checked(s.budget, (**l)[size_t(i)])); });
       return Value(out);
     }
     if (auto str = std::get_if<std::string>(&b.v)) {
       std::string out;
+      s.budget.charge(str->size());
       pick(int64_t(str->size()), [&](int64_t i) { out += (*str)[size_t(i)]; });
       return Value(out);
     }
@@ -121,13 +125,13 @@ struct Call : Expr {
   Value eval(Scope& s) const override {
     std::vector<Value> a;
     for (auto& e : args) a.push_back(e->eval(s));
-    if (auto* m = dynamic_cast<const Attr*>(callee.get())) return checked(call_method(m->base->eval(s), m->name, a));
+    if (auto* m = dynamic_cast<const Attr*>(callee.get())) return checked(s.budget, call_method(s.budget, m->base->eval(s), m->name, a));
     Kwargs kw;
     for (auto& [k, e] : kwargs) kw.emplace_back(k, e->eval(s));
     const auto* var = dynamic_cast<const Var*>(callee.get());
     if (var)
-      if (auto m = s.macros.find(var->name); m != s.macros.end()) return checked(m->second(s, a, kw));
-    return checked(call_function(var ? var->name : "", a, kw));
+      if (auto m = s.macros.find(var->name); m != s.macros.end()) return checked(s.budget, m->second(s, a, kw));
+    return checked(s.budget, call_function(s.budget, var ? var->name : "", a, kw));
   }
 };
 struct Unary : Expr {
@@ -140,6 +144,24 @@ struct Unary : Expr {
     return Value(checked_arith('-', 0, as_int(v)));
   }
 };
+
+// `x ~ y` and string `+`, checked against kMaxBytes before the bytes are built.
+Value concatenated(Budget& b, const std::string& x, const std::string& y) {
+  Budget::fits(x.size() + y.size(), "a concatenated string");
+  b.charge(x.size() + y.size());
+  return Value(x + y);
+}
+
+// 'ab' * n: nothing to build for an empty string or n <= 0 ('' * 9e18 looped 9e18 times).
+Value repeated(Budget& b, const std::string& s, int64_t n) {
+  if (s.empty() || n <= 0) return Value(std::string());
+  if (uint64_t(n) > kMaxBytes / s.size()) fail("chat template: repeated string over the {}-byte limit", kMaxBytes);
+  b.charge(s.size() * size_t(n));
+  std::string o;
+  o.reserve(s.size() * size_t(n));
+  for (int64_t i = 0; i < n; ++i) o += s;
+  return Value(o);
+}
 
 struct Binary : Expr {
   std::string op;
@@ -154,22 +176,19 @@ struct Binary : Expr {
       return a.truthy() ? a : r->eval(s);
     }
     Value a = l->eval(s), b = r->eval(s);
-    if (op == "~") return checked(Value(a.str() + b.str()));
-    if (op == "==") return Value(equal(a, b));
-    if (op == "!=") return Value(!equal(a, b));
+    Budget& budget = s.budget;
+    if (op == "~") return concatenated(budget, a.str(), b.str());
+    if (op == "==") return Value(equal(budget, a, b));
+    if (op == "!=") return Value(!equal(budget, a, b));
     if (op == "in" || op == "not in") {
-      bool found = false;
-      if (auto str = std::get_if<std::string>(&b.v)) found = str->find(a.str()) != std::string::npos;
-      else if (auto lst = std::get_if<std::shared_ptr<List>>(&b.v))
-        found = std::any_of((*lst)->begin(), (*lst)->end(), [&](const Value& x) { return equal(x, a); });
-      else if (auto d = std::get_if<std::shared_ptr<Dict>>(&b.v)) found = (*d)->count(a.str()) != 0;
+      const bool found = contains(budget, b, a);
       return Value(op == "in" ? found : !found);
     }
     if (op == "+") {
       if (std::holds_alternative<std::string>(a.v) || std::holds_alternative<std::string>(b.v)) {
         if (!std::holds_alternative<std::string>(a.v) || !std::holds_alternative<std::string>(b.v))
           fail("chat template: cannot add '{}' and '{}'", a.str(), b.str());
-        return checked(Value(a.str() + b.str()));
+        return concatenated(budget, std::get<std::string>(a.v), std::get<std::string>(b.v));
       }
       if (auto la = std::get_if<std::shared_ptr<List>>(&a.v)) {
         auto lb = std::get_if<std::shared_ptr<List>>(&b.v);
@@ -177,9 +196,11 @@ struct Binary : Expr {
         if (int64_t((*la)->size() + (*lb)->size()) > kMaxItems) fail("chat template: list over the {}-item limit", kMaxItems);
         auto out = std::make_shared<List>(**la);
         out->insert(out->end(), (*lb)->begin(), (*lb)->end());
+        for (auto& x : *out) budget.charge(copy_cost(x));
         return Value(out);
       }
     }
+    if (op == "<" || op == ">" || op == "<=" || op == ">=") budget.charge(copy_cost(a) + copy_cost(b));
     if (op == "<" || op == ">" || op == "<=" || op == ">=") {
       int c;
       if (std::holds_alternative<std::string>(a.v)) c = a.str().compare(b.str());
@@ -200,13 +221,7 @@ struct Binary : Expr {
       if (op == "//") return Value(std::floor(x / y));
     }
     if (op == "*")
-      if (auto str = std::get_if<std::string>(&a.v)) {  // 'ab' * 3
-        const int64_t y = as_int(b);
-        if (y > 0 && str->size() > kMaxBytes / size_t(y)) fail("chat template: repeated string over the {}-byte limit", kMaxBytes);
-        std::string o;
-        for (int64_t i = 0; i < y; ++i) o += *str;
-        return Value(o);
-      }
+      if (auto str = std::get_if<std::string>(&a.v)) return repeated(budget, *str, as_int(b));  // 'ab' * 3
     const int64_t x = as_int(a), y = as_int(b);
     if (op == "+" || op == "-" || op == "*") return Value(checked_arith(op[0], x, y));
     if (y == 0) fail("chat template: division by zero");
@@ -234,7 +249,7 @@ struct Filter : Expr {
     for (auto& e : args) a.push_back(e->eval(s));
     Kwargs kw;
     for (auto& [k, e] : kwargs) kw.emplace_back(k, e->eval(s));
-    return checked(apply_filter(name, base->eval(s), a, kw));
+    return checked(s.budget, apply_filter(s.budget, name, base->eval(s), a, kw));
   }
 };
 struct Test : Expr {
@@ -245,7 +260,7 @@ struct Test : Expr {
   Value eval(Scope& s) const override {
     std::vector<Value> a;
     for (auto& e : args) a.push_back(e->eval(s));
-    const bool r = apply_test(name, base->eval(s), a);
+    const bool r = apply_test(s.budget, name, base->eval(s), a);
     return Value(negate ? !r : r);
   }
 };
@@ -524,7 +539,12 @@ struct TextNode : Node {
 };
 struct OutputNode : Node {
   ExprP e;
-  void render(Scope& s, std::string& out) const override { out += e->eval(s).str(); }
+  void render(Scope& s, std::string& out) const override {
+    const std::string text = e->eval(s).str();
+    Budget::fits(out.size() + text.size(), "the output");
+    s.budget.charge(text.size());
+    out += text;
+  }
 };
 struct IfNode : Node {
   std::vector<std::pair<ExprP, Body>> branches;  // null condition = else
@@ -542,7 +562,7 @@ struct SetNode : Node {
   void render(Scope& s, std::string&) const override {
     Value v = e->eval(s);
     if (attr.empty()) {
-      s.frames.back()[target] = v;
+      s.frames.back()[target] = std::move(v);
       return;
     }
     Value obj = s.get(target);
@@ -566,6 +586,7 @@ struct ForNode : Node {
       for (auto& [k, v] : **d) items.push_back(Value(k));
     else if (auto str = std::get_if<std::string>(&it.v))
       for (char c : *str) items.push_back(Value(std::string(1, c)));
+    for (auto& x : items) s.budget.charge(copy_cost(x));
     if (filter) {
       List kept;
       for (auto& x : items) {
@@ -743,8 +764,9 @@ class StatementParser {
 Template::Template(const std::string& source) : body_(StatementParser(segment(source)).parse_all()) {}
 Template::~Template() = default;
 
-std::string Template::render(const Dict& globals) const {
-  Scope s;
+std::string Template::render(const Dict& globals, const RenderLimits& limits) const {
+  Budget budget(limits);
+  Scope s(budget);
   s.frames.push_back(globals);
   s.frames.push_back({});
   std::string out;

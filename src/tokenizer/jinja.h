@@ -1,5 +1,7 @@
 // A small Jinja interpreter (the subset chat templates use). See chat_template.h.
 #pragma once
+#include <atomic>
+#include <cstdint>
 #include <map>
 #include <memory>
 #include <nlohmann/json.hpp>
@@ -27,12 +29,20 @@ struct Value {
   bool is_undefined() const { return std::holds_alternative<Undefined>(v); }
 };
 
+// Bounds on one render beyond the fixed size and work limits (jinja_builtins.h): a wall-clock
+// deadline, and a flag that stops it early (a server shutting down).
+struct RenderLimits {
+  double max_seconds = 5.0;
+  const std::atomic<bool>* cancel = nullptr;
+  uint64_t* work = nullptr;  // when set: the work the render did (jinja_builtins.h's units), even on failure
+};
+
 struct Node;
 class Template {
  public:
   explicit Template(const std::string& source);
   ~Template();
-  std::string render(const Dict& globals) const;
+  std::string render(const Dict& globals, const RenderLimits& limits = {}) const;
 
  private:
   std::vector<std::unique_ptr<Node>> body_;

@@ -13,6 +13,8 @@
 
 #include "core/error.h"
 #include "core/thread_pool.h"
+#include "io/durable_file.h"
+#include "io/mapped_file.h"
 #include "train/draft_io.h"
 #include "train/metrics.h"
 
@@ -48,9 +50,27 @@ HiddenSample to_hidden(CapturedSequence&& c) {
   return h;
 }
 
-void write_json_atomically(const std::string& path, const nlohmann::json& j) {
-  std::ofstream(path + ".tmp") << j.dump(1) << "\n";
-  fs::rename(path + ".tmp", path);
+torch::optim::AdamW make_optimizer(const std::vector<torch::Tensor>& params, double lr) {
+  return torch::optim::AdamW(params, torch::optim::AdamWOptions(lr).betas({0.9, 0.95}).weight_decay(0.0));
+}
+
+std::vector<torch::Tensor> trainable(const DraftModule& m) {
+  std::vector<torch::Tensor> out;
+  for (auto& p : m->parameters())
+    if (p.requires_grad()) out.push_back(p);
+  return out;
+}
+
+// The first version number no folder in `dir` has: a crash after a version was exported but
+// before the checkpoint recorded it must not make the next export overwrite it.
+int first_free_version(const std::string& dir, int at_least) {
+  int next = at_least;
+  for (const auto& e : fs::directory_iterator(dir)) {
+    const std::string n = e.path().filename().string();
+    if (n.size() > 1 && n[0] == 'v' && n.find_first_not_of("0123456789", 1) == std::string::npos && n.size() < 10)
+      next = std::max(next, std::stoi(n.substr(1)) + 1);
+  }
+  return next;
 }
 }  // namespace
 
@@ -67,6 +87,7 @@ struct OnlineTrainer::State {
   std::mt19937_64 rng;
   int next_version = 1;
   MetricsLog log{""};
+  clock_type::time_point last_save = clock_type::now();
 };
 
 OnlineTrainer::OnlineTrainer(const Model& target, const std::string& draft_dir, int version, OnlineTrainOptions opts,
@@ -83,21 +104,73 @@ OnlineTrainer::OnlineTrainer(const Model& target, const std::string& draft_dir, 
   s.rng.seed(opts_.seed);
   s.next_version = version + 1;
   stats_.serving_version = version;
-  for (auto& p : s.draft.module->parameters())
-    if (p.requires_grad()) s.params.push_back(p);
-  s.optim = std::make_unique<torch::optim::AdamW>(
-      s.params, torch::optim::AdamWOptions(opts_.lr).betas({0.9, 0.95}).weight_decay(0.0));
-  const std::string ck = opts_.dir + "/checkpoint";
-  if (fs::exists(ck + "/state.json")) {
-    const auto state = nlohmann::json::parse(std::ifstream(ck + "/state.json"));
-    torch::load(s.draft.module, ck + "/model.pt");
-    torch::load(*s.optim, ck + "/optimizer.pt");
-    stats_.steps = state.value("step", int64_t(0));
-    stats_.samples_trained = state.value("samples_trained", int64_t(0));
-    s.next_version = std::max(s.next_version, state.value("next_version", 1));
-    spdlog::info("online training resumes from {} (step {}, serving draft version {})", ck, stats_.steps, version);
-  }
+  s.params = trainable(s.draft.module);
+  s.optim = std::make_unique<torch::optim::AdamW>(make_optimizer(s.params, opts_.lr));
+  resume();
+  s.next_version = first_free_version(opts_.dir, s.next_version);
   s.log = MetricsLog(opts_.dir + "/metrics.jsonl");
+}
+
+void OnlineTrainer::resume() {
+  State& s = *st_;
+  const std::string ck = opts_.dir + "/checkpoint";
+  for (const std::string& dir : {ck, ck + ".old"}) {
+    if (!fs::exists(dir + "/state.json")) continue;
+    std::string file;
+    try {  // into a fresh module and optimizer: a file that fails half-way must leave nothing behind
+      DraftModule m = clone_module(s.draft.module);
+      std::vector<torch::Tensor> params = trainable(m);
+      auto optim = std::make_unique<torch::optim::AdamW>(make_optimizer(params, opts_.lr));
+      file = dir + "/state.json";
+      const auto state = nlohmann::json::parse(read_text_file(file));
+      const int64_t step = state.at("step").get<int64_t>(), trained = state.at("samples_trained").get<int64_t>();
+      const int next = state.at("next_version").get<int>();
+      file = dir + "/model.pt";
+      torch::load(m, file);
+      file = dir + "/optimizer.pt";
+      torch::load(*optim, file);
+      s.draft.module = m;
+      s.params = std::move(params);
+      s.optim = std::move(optim);
+      stats_.steps = step;
+      stats_.samples_trained = trained;
+      s.next_version = std::max(s.next_version, next);
+      if (dir != ck) spdlog::warn("online training: resuming from the previous checkpoint {}", dir);
+      spdlog::info("online training resumes from {} (step {}, serving draft version {})", dir, stats_.steps,
+                   stats_.serving_version);
+      return;
+    } catch (const std::exception& e) {
+      spdlog::warn("online training: checkpoint file {} cannot be read ({}); trying the one before", file,
+                   std::string(e.what()).substr(0, 200));
+    }
+  }
+  if (fs::exists(ck) || fs::exists(ck + ".old"))
+    spdlog::warn("online training: no readable checkpoint in {}: training starts again from the serving draft", opts_.dir);
+}
+
+// Written into checkpoint.tmp and flushed; then checkpoint -> checkpoint.old, checkpoint.tmp ->
+// checkpoint, each rename flushed. A crash at any point leaves checkpoint or checkpoint.old whole.
+void OnlineTrainer::save() {
+  State& s = *st_;
+  const std::string ck = opts_.dir + "/checkpoint", tmp = ck + ".tmp", old = ck + ".old";
+  fs::remove_all(tmp);
+  fs::create_directories(tmp);
+  torch::save(s.draft.module, tmp + "/model.pt");
+  torch::save(*s.optim, tmp + "/optimizer.pt");
+  const OnlineTrainStats now = stats();
+  write_file_durably(tmp + "/state.json", nlohmann::json{{"step", now.steps}, {"samples_trained", now.samples_trained},
+                                                          {"next_version", s.next_version}}.dump(1));
+  fsync_folder(tmp);
+  crash_point("checkpoint-written");
+  if (fs::exists(ck)) {
+    fs::remove_all(old);
+    rename_durably(ck, old);
+  }
+  crash_point("checkpoint-between-renames");
+  rename_durably(tmp, ck);
+  fs::remove_all(old);
+  s.last_save = clock_type::now();
+  spdlog::info("online training: checkpoint at step {}", now.steps);
 }
 
 OnlineTrainer::~OnlineTrainer() { stop(); }
@@ -150,20 +223,7 @@ void OnlineTrainer::run() {
   ThreadPool pool(opts_.threads);
   State& s = *st_;
   const auto align = LossMaskAlignment::TorchSpec;
-  auto save = [&] {
-    const std::string ck = opts_.dir + "/checkpoint", tmp = ck + ".tmp";
-    fs::remove_all(tmp);
-    fs::create_directories(tmp);
-    torch::save(s.draft.module, tmp + "/model.pt");
-    torch::save(*s.optim, tmp + "/optimizer.pt");
-    const OnlineTrainStats now = stats();
-    std::ofstream(tmp + "/state.json") << nlohmann::json{{"step", now.steps}, {"samples_trained", now.samples_trained},
-                                                          {"next_version", s.next_version}}.dump(1);
-    fs::remove_all(ck + ".old");
-    if (fs::exists(ck)) fs::rename(ck, ck + ".old");
-    fs::rename(tmp, ck);
-    fs::remove_all(ck + ".old");
-  };
+  int64_t saved_step = stats().steps;
   for (;;) {
     std::vector<CapturedSequence> arrived;
     std::string reset_dir;
@@ -180,8 +240,7 @@ void OnlineTrainer::run() {
       TrainableDraft back = load_trainable_draft(reset_dir, target_);
       copy_weights(s.draft.module, back.module);
       copy_weights(s.serving, back.module);
-      s.optim = std::make_unique<torch::optim::AdamW>(
-          s.params, torch::optim::AdamWOptions(opts_.lr).betas({0.9, 0.95}).weight_decay(0.0));
+      s.optim = std::make_unique<torch::optim::AdamW>(make_optimizer(s.params, opts_.lr));
       std::lock_guard<std::mutex> lk(mu_);
       stats_.serving_version = reset_version;
       spdlog::info("online training restarts from draft version {} ({})", reset_version, reset_dir);
@@ -267,12 +326,14 @@ void OnlineTrainer::run() {
         if (candidate >= serving + opts_.min_gain) {
           c.version = s.next_version++;
           c.dir = opts_.dir + "/v" + std::to_string(c.version);
-          write_draft_export(c.dir, export_module(cand, target_.config(), s.draft.aux_layers, s.draft.vocab_map), "midlayer");
-          installed = hooks_.install && hooks_.install(c);
-          if (installed) {
-            copy_weights(s.serving, cand);
-            write_json_atomically(opts_.dir + "/current.json", {{"version", c.version}, {"dir", c.dir}});
-          }
+          // Exported aside, flushed, then renamed: a version folder is whole or absent.
+          fs::remove_all(c.dir + ".tmp");
+          write_draft_export(c.dir + ".tmp", export_module(cand, target_.config(), s.draft.aux_layers, s.draft.vocab_map), "midlayer");
+          fsync_folder(c.dir + ".tmp");
+          rename_durably(c.dir + ".tmp", c.dir);
+          crash_point("version-exported");
+          installed = hooks_.install && hooks_.install(c);  // DraftVersions records it in versions.json
+          if (installed) copy_weights(s.serving, cand);
         }
         spdlog::info("online training: step {}: candidate {:.3f} vs serving {:.3f} (simulated acceptance, {} held-back "
                      "samples): {}", now.steps, candidate, serving, s.eval.size(),
@@ -289,7 +350,11 @@ void OnlineTrainer::run() {
         now = stats_;
       }
     }
-    if (now.steps % opts_.save_every == 0) save();
+    const double since_save = std::chrono::duration<double>(clock_type::now() - s.last_save).count();
+    if (now.steps % opts_.save_every == 0 || since_save >= opts_.save_every_seconds) {
+      save();
+      saved_step = now.steps;
+    }
     if (hooks_.on_stats) hooks_.on_stats(now);
     // Stay within the CPU share: sleep in proportion to the step just taken.
     const double dt = std::chrono::duration<double>(clock_type::now() - t0).count();
@@ -297,7 +362,7 @@ void OnlineTrainer::run() {
     std::unique_lock<std::mutex> lk(mu_);
     cv_.wait_for(lk, std::chrono::duration<double>(pause), [&] { return stop_; });
   }
-  if (stats().steps > 0) save();
+  if (stats().steps > saved_step) save();
 }
 
 }  // namespace eaglet

@@ -28,7 +28,7 @@
 namespace eaglet {
 
 struct OnlineTrainOptions {
-  std::string dir;             // checkpoint, versions v1/ v2/ ..., current.json, metrics.jsonl
+  std::string dir;             // checkpoint/, versions v1/ v2/ ..., versions.json, metrics.jsonl
   int threads = 1;             // the trainer's threads (libtorch and the target-logit matmuls)
   int nice = 10;               // scheduling priority of those threads (Linux nice; 0 = as the server)
   double max_cpu_share = 0.5;  // busy at most this share of the wall time (sleeps in between)
@@ -45,7 +45,8 @@ struct OnlineTrainOptions {
   int replay_size = 1024;      // reservoir of earlier traffic
   int queue_size = 256;        // captured sequences waiting for the trainer; beyond, dropped
   double min_gain = 0.0;       // a candidate must score at least serving + min_gain
-  int save_every = 100;
+  int save_every = 100;        // steps between checkpoints,
+  double save_every_seconds = 60;  // or seconds, whichever comes first (a server killed often still advances)
   uint64_t seed = 0;
   double poison = 0;           // tests: Gaussian noise of this std added to each candidate
 };
@@ -78,7 +79,7 @@ class OnlineTrainer : public SampleSink {
   ~OnlineTrainer() override;
   void consume(CapturedSequence s) override;  // the engine's thread: queues, never blocks
   void start();
-  void stop();  // finishes the step in progress, saves a checkpoint
+  void stop();  // finishes the step in progress, saves a checkpoint (SIGTERM ends here)
   // After a rollback to `version` (served from `dir`): training restarts from its weights.
   void reset_to(const std::string& dir, int version);
   OnlineTrainStats stats() const;
@@ -86,6 +87,10 @@ class OnlineTrainer : public SampleSink {
  private:
   struct State;
   void run();
+  // Resumes from DIR/checkpoint, else from DIR/checkpoint.old (a crash between the two renames of
+  // a save leaves only that), skipping with a warning any that does not load.
+  void resume();
+  void save();  // crash-safe: written aside and flushed, then swapped in by renames
 
   const Model& target_;
   OnlineTrainOptions opts_;

@@ -19,13 +19,13 @@ namespace eaglet::test {
 
 // The server binds any free port (--port 0) and logs it: choosing a port here raced with other
 // tests' servers, and a health check could then be answered by someone else's server.
-ServerProcess::ServerProcess(const std::string& args) {
+ServerProcess::ServerProcess(const std::string& args, const std::string& shell) {
   static int counter = 0;
   log_ = "/tmp/eaglet-serve-" + std::to_string(::getpid()) + "-" + std::to_string(counter++) + ".log";
   const std::string cmd = eaglet_binary() + " serve --host 127.0.0.1 --port 0 " + args;
   pid_ = ::fork();
   if (pid_ == 0) {
-    ::execl("/bin/sh", "sh", "-c", ("exec " + cmd + " >" + log_ + " 2>&1").c_str(), nullptr);
+    ::execl("/bin/sh", "sh", "-c", (shell + " exec " + cmd + " >" + log_ + " 2>&1").c_str(), nullptr);
     ::_exit(127);
   }
   const std::string marker = " on http://127.0.0.1:";
@@ -69,6 +69,15 @@ int ServerProcess::terminate() {
                  log.substr(log.size() > 6000 ? log.size() - 6000 : 0).c_str());
   }
   return code;
+}
+
+int ServerProcess::kill() {
+  if (pid_ <= 0) return -1;
+  ::kill(pid_, SIGKILL);
+  int status = 0;
+  ::waitpid(pid_, &status, 0);
+  pid_ = -1;
+  return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
 }
 
 ServerProcess::~ServerProcess() {

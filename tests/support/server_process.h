@@ -6,8 +6,9 @@ namespace eaglet::test {
 
 class ServerProcess {
  public:
-  // `args` are appended to `eaglet serve --host 127.0.0.1 --port P`.
-  explicit ServerProcess(const std::string& args);
+  // `args` are appended to `eaglet serve --host 127.0.0.1 --port P`; `shell` runs first in the
+  // same shell (e.g. "ulimit -n 256;" or "export EAGLET_CRASH_AT=...;").
+  explicit ServerProcess(const std::string& args, const std::string& shell = "");
   ~ServerProcess();
   int port() const { return port_; }
   int pid() const { return pid_; }
@@ -15,6 +16,8 @@ class ServerProcess {
   bool ready() const { return ready_; }
   // SIGTERM and wait (up to 60 s); returns the exit status.
   int terminate();
+  // SIGKILL (a crash) and reap, quietly; returns the exit status (137 unless it had ended).
+  int kill();
   const std::string& log_path() const { return log_; }
 
  private:

@@ -40,6 +40,8 @@ void MiniMaxModel::load_weights() {
   lm_head_ = weights_.matrix(root + "lm_head.weight", b.vocab, H);
   final_norm_ = norm_weight(root + "model.norm.weight", H);
   cfg_.base.dtype_name = dtype_name(embed_.dtype);
+  check_layer_count(numbered_layer_count(weights_.checkpoint().names(), root + "model.layers."), b.num_layers, weights_.checkpoint().where(),
+                    "num_hidden_layers", root + "model.layers.");
   layers_.resize(size_t(b.num_layers));
   for (int l = 0; l < b.num_layers; ++l) {
     const std::string p = root + "model.layers." + std::to_string(l) + ".";
