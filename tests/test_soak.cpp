@@ -203,17 +203,21 @@ class Hostile {
     std::vector<std::unique_ptr<test::RawConnection>> held;  // slow bodies and unread streams
     const json msgs = {{{"role", "user"}, {"content", "boom"}}};
     while (clock_type::now() < end) {
-      switch (rng() % 5) {
-        case 0:  // announce a large body, send a little of it, keep the socket
+      switch (rng() % 10) {
+        case 0:
+        case 1:
+        case 2:  // announce a large body, send a little of it, keep the socket
           held.push_back(std::make_unique<test::RawConnection>(port_));
           held.back()->send("POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
                             "Content-Length: 4194304\r\n\r\n{\"prompt\": \"");
           break;
-        case 1:  // a long stream, never read
+        case 3:  // a long stream, never read (the engine still generates it: kept rare)
           held.push_back(std::make_unique<test::RawConnection>(port_));
           held.back()->send(test::http_post("/v1/completions", R"({"prompt": "Once", "max_tokens": 300, "ignore_eos": true, "stream": true, "logprobs": 5})"));
           break;
-        case 2: {  // the template multiplied by the client's kwargs, or given a 1 MB message to rewrite
+        case 4:
+        case 5:
+        case 6: {  // the template multiplied by the client's kwargs, or given a 1 MB message to rewrite
           httplib::Client c("127.0.0.1", port_);
           c.set_read_timeout(60);
           const json body = rng() % 2 ? json{{"messages", msgs}, {"chat_template_kwargs", {{"n", 1000000}, {"pad", std::string(64, 'x')}}}}
@@ -229,7 +233,7 @@ class Hostile {
         }
       }
       if (held.size() > 24) held.erase(held.begin(), held.begin() + 12);  // oldest go away
-      std::this_thread::sleep_for(std::chrono::milliseconds(20 + rng() % 60));
+      std::this_thread::sleep_for(std::chrono::milliseconds(20 + rng() % 80));
     }
   }
   std::atomic<int> failures{0};
@@ -245,7 +249,7 @@ TEST(Soak, HostileTrafficDoesNotHurtNormalTraffic) {
                    "{{ m['content'].replace('a', 'bb') }}{% endfor %}");
   const bool stories = !test::shared_dir().empty();
   const std::string model = stories ? "-m " + test::shared_dir() + "/models/stories260K-hf " : "--builtin ";
-  test::ServerProcess s(model + "--max-num-seqs 8 --request-timeout 5 --chat-template " + d.file("t.jinja"));
+  test::ServerProcess s(model + "--max-num-seqs 16 --request-timeout 5 --chat-template " + d.file("t.jinja"));
   ASSERT_TRUE(s.ready()) << read_text_file(s.log_path());
   const std::string greedy = R"({"prompt": "Once upon a time", "max_tokens": 16, "temperature": 0})";
   httplib::Client c0("127.0.0.1", s.port());
