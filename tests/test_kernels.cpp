@@ -16,12 +16,19 @@ namespace {
 
 using kernels::IsaTable;
 
-std::vector<Isa> simd_isas() {
-  std::vector<Isa> out;
-  for (Isa i : {Isa::Avx2, Isa::Avx512, Isa::Avx512Bf16})
-    if (int(i) <= int(best_supported_isa())) out.push_back(i);
-  return out;
-}
+// One test per kernel ISA: an ISA this CPU lacks is reported as skipped, with the reason.
+class KernelsOn : public ::testing::TestWithParam<Isa> {
+ protected:
+  void SetUp() override {
+    if (int(GetParam()) > int(best_supported_isa()))
+      GTEST_SKIP() << "this CPU has no " << isa_name(GetParam()) << " (best here: " << isa_name(best_supported_isa()) << ")";
+    saved_ = active_isa();
+    set_active_isa(GetParam());
+  }
+  void TearDown() override { set_active_isa(saved_); }
+  Isa saved_ = Isa::Scalar;
+};
+std::string isa_param_name(const ::testing::TestParamInfo<Isa>& i) { return isa_name(i.param); }
 
 std::vector<bf16_t> to_bf16(const std::vector<float>& v) {
   std::vector<bf16_t> o(v.size());
@@ -47,8 +54,11 @@ std::vector<float> abs_dot_scale(const std::vector<float>& x, const std::vector<
   return s;
 }
 
-TEST(Kernels, MatmulMatchesScalarOnOddShapes) {
+class KernelsSimd : public KernelsOn {};  // the SIMD paths, each against the scalar reference
+
+TEST_P(KernelsSimd, MatmulMatchesScalarOnOddShapes) {
   const IsaTable& ref = kernels::scalar_table();
+  const Isa isa = GetParam();
   uint64_t seed = 1;
   for (int64_t M : {1, 2, 3, 4, 5, 7, 8, 9})
     for (int64_t K : {1, 7, 17, 33, 67, 130})
@@ -64,7 +74,7 @@ TEST(Kernels, MatmulMatchesScalarOnOddShapes) {
         ref.matmul_f32(x.data(), M, K, w.data(), 0, N, want_f32.data(), N);
         ref.matmul_bf16(x.data(), M, K, wb.data(), 0, N, want_bf16.data(), N);
         ref.matmul_bf16_bf16(xb.data(), M, K, wb.data(), 0, N, want_bb.data(), N);
-        for (Isa isa : simd_isas()) {
+        {
           const IsaTable& t = kernels::table_for(isa);
           const std::string tag = std::string(isa_name(isa)) + " M=" + std::to_string(M) + " K=" + std::to_string(K) + " N=" + std::to_string(N);
           std::vector<float> got(size_t(M * N));
@@ -89,15 +99,16 @@ TEST(Kernels, MatmulMatchesScalarOnOddShapes) {
       }
 }
 
-TEST(Kernels, VectorOpsMatchScalar) {
+TEST_P(KernelsSimd, VectorOpsMatchScalar) {
   const IsaTable& ref = kernels::scalar_table();
+  const Isa isa = GetParam();
   for (int64_t n : {1, 5, 8, 15, 16, 17, 63, 100}) {
     auto a = test::random_normal(size_t(n), 1.0f, uint64_t(n));
     auto b = test::random_normal(size_t(n), 1.0f, uint64_t(n) + 99);
     auto w = test::random_normal(size_t(n), 0.5f, uint64_t(n) + 7);
     double scale = 0;
     for (int64_t i = 0; i < n; ++i) scale += std::fabs(a[size_t(i)] * b[size_t(i)]);
-    for (Isa isa : simd_isas()) {
+    {
       const IsaTable& t = kernels::table_for(isa);
       EXPECT_NEAR(t.dot(a.data(), b.data(), n), ref.dot(a.data(), b.data(), n), 1e-5 * scale + 1e-6) << isa_name(isa);
       std::vector<float> y1(b), y2(b);
@@ -112,10 +123,13 @@ TEST(Kernels, VectorOpsMatchScalar) {
   }
 }
 
-TEST(Kernels, AttentionRowOpsEqualPerRowCalls) {
+INSTANTIATE_TEST_SUITE_P(Isa, KernelsSimd, ::testing::Values(Isa::Avx2, Isa::Avx512, Isa::Avx512Bf16), isa_param_name);
+
+TEST_P(KernelsOn, AttentionRowOpsEqualPerRowCalls) {
   // dot_rows / axpy_rows over strided cache rows equal dot / axpy called row by row, bitwise,
   // on every ISA (and the SIMD paths match scalar within rounding).
   const IsaTable& ref = kernels::scalar_table();
+  const Isa isa = GetParam();
   for (int64_t dim : {1, 7, 16, 40, 64, 67, 128, 200})
     for (int64_t n : {1, 3, 17}) {
       const int64_t stride = dim + 13;
@@ -126,8 +140,7 @@ TEST(Kernels, AttentionRowOpsEqualPerRowCalls) {
       std::vector<float> want_scores(static_cast<size_t>(n)), want_out(init);
       ref.dot_rows(q.data(), rows.data(), stride, n, dim, 0.5f, want_scores.data());
       ref.axpy_rows(w.data(), rows.data(), stride, n, dim, want_out.data());
-      for (Isa isa : {Isa::Scalar, Isa::Avx2, Isa::Avx512}) {
-        if (int(isa) > int(best_supported_isa())) continue;
+      {
         const IsaTable& t = kernels::table_for(isa);
         const std::string tag = std::string(isa_name(isa)) + " dim=" + std::to_string(dim) + " n=" + std::to_string(n);
         std::vector<float> scores(static_cast<size_t>(n)), per_row_scores(static_cast<size_t>(n));
@@ -146,7 +159,7 @@ TEST(Kernels, AttentionRowOpsEqualPerRowCalls) {
     }
 }
 
-TEST(Kernels, MatmulIsBatchAndThreadInvariant) {
+TEST_P(KernelsOn, MatmulIsBatchAndThreadInvariant) {
   // Row m of a batched matmul is bitwise equal to the same row computed alone (the decode
   // kernel), for every ISA, dtype and thread count: the property that makes verification
   // reproduce plain decoding. N is odd and large enough that the pool really splits the work
@@ -155,11 +168,9 @@ TEST(Kernels, MatmulIsBatchAndThreadInvariant) {
   auto x = test::random_normal(size_t(M * K), 1.0f, 3);
   auto w = test::random_normal(size_t(N * K), 1.0f, 4);
   auto wb = to_bf16(w);
-  const Isa saved = active_isa();
   ThreadPool one(1), three(3);
-  for (Isa isa : {Isa::Scalar, Isa::Avx2, Isa::Avx512, Isa::Avx512Bf16}) {
-    if (int(isa) > int(best_supported_isa())) continue;
-    set_active_isa(isa);
+  const Isa isa = GetParam();
+  {
     for (DType dt : {DType::F32, DType::BF16}) {
       kernels::WeightView view{dt, dt == DType::F32 ? static_cast<const void*>(w.data()) : wb.data(), N, K};
       std::vector<float> batched(size_t(M * N)), threaded(size_t(M * N));
@@ -175,24 +186,21 @@ TEST(Kernels, MatmulIsBatchAndThreadInvariant) {
       }
     }
   }
-  set_active_isa(saved);
 }
 
-TEST(Kernels, GatedMatmulEqualsMatmulsThenActivation) {
+TEST_P(KernelsOn, GatedMatmulEqualsMatmulsThenActivation) {
   // The fused gate/up projection with its activation applied per thread chunk equals two
   // matmuls followed by silu_mul (or a custom activation), bitwise, alone and on 3 threads.
   const int64_t K = 67, N = 1045;
   auto x = test::random_normal(size_t(5 * K), 1.0f, 5);
   auto wg = test::random_normal(size_t(N * K), 1.0f, 6), wu = test::random_normal(size_t(N * K), 1.0f, 7);
   auto wgb = to_bf16(wg), wub = to_bf16(wu);
-  const Isa saved = active_isa();
   ThreadPool one(1), three(3);
+  const Isa isa = GetParam();
   const kernels::GatedActivationFn shifted = [](const float* g, const float* u, float* o, int64_t n) {
     for (int64_t i = 0; i < n; ++i) o[i] = g[i] * (u[i] + 1.0f);
   };
-  for (Isa isa : {Isa::Scalar, Isa::Avx2, Isa::Avx512, Isa::Avx512Bf16}) {
-    if (int(isa) > int(best_supported_isa())) continue;
-    set_active_isa(isa);
+  {
     for (DType dt : {DType::F32, DType::BF16})
       for (int64_t M : {1, 5})
         for (bool custom : {false, true}) {
@@ -213,11 +221,12 @@ TEST(Kernels, GatedMatmulEqualsMatmulsThenActivation) {
           }
         }
   }
-  set_active_isa(saved);
   kernels::WeightView gate{DType::F32, wg.data(), N, K}, narrow{DType::F32, wu.data(), N - 1, K};
   std::vector<float> out(static_cast<size_t>(N)), up_out(static_cast<size_t>(N));
   EXPECT_THROW(kernels::matmul_gated(one, x.data(), 1, gate, narrow, out.data(), up_out.data()), Error);
 }
+
+INSTANTIATE_TEST_SUITE_P(Isa, KernelsOn, ::testing::Values(Isa::Scalar, Isa::Avx2, Isa::Avx512, Isa::Avx512Bf16), isa_param_name);
 
 TEST(Kernels, Bf16RoundingIsNearestEven) {
   EXPECT_EQ(f32_to_bf16(1.0f), 0x3F80);

@@ -32,7 +32,7 @@ struct Value {
 // Bounds on one render beyond the fixed size and work limits (jinja_builtins.h): a wall-clock
 // deadline, and a flag that stops it early (a server shutting down).
 struct RenderLimits {
-  double max_seconds = 5.0;
+  double max_seconds = 60.0;  // the server passes --chat-template-timeout (2 s)
   const std::atomic<bool>* cancel = nullptr;
   uint64_t* work = nullptr;  // when set: the work the render did (jinja_builtins.h's units), even on failure
 };
