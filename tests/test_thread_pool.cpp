@@ -2,7 +2,10 @@
 // between jobs, a stalled thread's share is taken over, and the pool shuts down cleanly.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <atomic>
+#include <map>
+#include <mutex>
 #include <chrono>
 #include <thread>
 #include <vector>
@@ -85,6 +88,38 @@ TEST(ThreadPool, SmallJobsRunOnTheCaller) {
   bool on_caller = false;
   pool.parallel_for(8, [&](int64_t, int64_t, int) { on_caller = std::this_thread::get_id() == caller; }, 16);
   EXPECT_TRUE(on_caller);
+}
+
+// Per-thread state (AMX tile configuration) is set up on the thread that runs the work, before
+// its first chunk: each worker once, and each calling thread once.
+TEST(ThreadPool, ThreadInitRunsOnceOnEveryThreadBeforeItsWork) {
+  std::mutex mu;
+  std::map<std::thread::id, std::vector<int>> inits;  // thread -> indices it was initialised as
+  ThreadPool pool(3, [&](int index) {
+    std::lock_guard<std::mutex> lk(mu);
+    inits[std::this_thread::get_id()].push_back(index);
+  });
+  std::atomic<int> uninitialised{0};
+  auto job = [&] {
+    pool.parallel_for(3000, [&](int64_t, int64_t, int t) {
+      std::lock_guard<std::mutex> lk(mu);
+      auto it = inits.find(std::this_thread::get_id());
+      if (it == inits.end() || std::find(it->second.begin(), it->second.end(), t) == it->second.end()) ++uninitialised;
+    });
+  };
+  for (int i = 0; i < 20; ++i) job();
+  std::thread other(job);  // a second caller gets its own init, as index 0
+  other.join();
+  job();
+  EXPECT_EQ(uninitialised.load(), 0);
+  std::lock_guard<std::mutex> lk(mu);
+  ASSERT_EQ(inits.size(), 4u);  // two workers and two callers
+  int callers = 0;
+  for (auto& [id, indices] : inits) {
+    EXPECT_EQ(indices.size(), 1u) << "a thread was initialised more than once";
+    callers += indices[0] == 0;
+  }
+  EXPECT_EQ(callers, 2);
 }
 
 }  // namespace

@@ -80,8 +80,15 @@ void run_bench(BenchOptions o) {
               isa_name(active_isa()), prompts.size(), o.dataset.empty() ? "built-in" : o.dataset.c_str(), o.max_tokens,
               o.sampling.temperature);
   std::printf("speculation: %s | active-parameter weights per token: %.3f GB\n", spec.describe().c_str(), active_gb);
+  std::string amx_why;
+  const bool amx = request_amx(&amx_why);
+  std::printf("cpu: %s | features: %s | amx: %s\n", cpu_description().c_str(), cpu_features().names().c_str(),
+              amx ? "granted (no AMX kernel yet)" : amx_why.c_str());
   nlohmann::json report = {{"model", b.label()},
                            {"kernels", isa_name(active_isa())},
+                           {"cpu", cpu_description()},
+                           {"cpu_features", cpu_features().names()},
+                           {"amx", amx ? "granted" : amx_why},
                            {"dataset", o.dataset.empty() ? "built-in" : o.dataset},
                            {"num_prompts", prompts.size()},
                            {"max_tokens", o.max_tokens},

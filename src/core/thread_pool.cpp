@@ -45,9 +45,25 @@ class Spinner {
 
 }  // namespace
 
-ThreadPool::ThreadPool(int num_threads)
-    : num_threads_(num_threads > 0 ? num_threads : default_threads()), shares_(std::make_unique<Share[]>(size_t(num_threads_))) {
-  for (int i = 1; i < num_threads_; ++i) workers_.emplace_back([this, i] { worker_loop(i); });
+namespace {
+std::atomic<uint64_t> g_pool_serial{0};
+thread_local uint64_t t_initialised_for = 0;  // the serial of the pool whose thread_init ran here last
+}  // namespace
+
+ThreadPool::ThreadPool(int num_threads, std::function<void(int)> thread_init)
+    : num_threads_(num_threads > 0 ? num_threads : default_threads()), thread_init_(std::move(thread_init)),
+      serial_(++g_pool_serial), shares_(std::make_unique<Share[]>(size_t(num_threads_))) {
+  for (int i = 1; i < num_threads_; ++i)
+    workers_.emplace_back([this, i] {
+      if (thread_init_) thread_init_(i);
+      worker_loop(i);
+    });
+}
+
+void ThreadPool::init_caller() {
+  if (!thread_init_ || t_initialised_for == serial_) return;
+  thread_init_(0);
+  t_initialised_for = serial_;
 }
 
 ThreadPool::~ThreadPool() {
@@ -94,6 +110,7 @@ void ThreadPool::worker_loop(int index) {
 void ThreadPool::parallel_for(int64_t n, const std::function<void(int64_t, int64_t, int)>& fn,
                               int64_t grain) {
   if (n <= 0) return;
+  init_caller();
   grain = std::max<int64_t>(1, grain);
   if (num_threads_ == 1 || n <= grain) {
     fn(0, n, 0);

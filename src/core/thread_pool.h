@@ -30,8 +30,11 @@ namespace eaglet {
 
 class ThreadPool {
  public:
-  // num_threads <= 0: one per core this process may run on.
-  explicit ThreadPool(int num_threads);
+  // num_threads <= 0: one per core this process may run on. `thread_init(index)` runs once on each
+  // worker before its first job, and on a thread that calls parallel_for (index 0) before that
+  // thread's first job here (again if it ran another pool's jobs since): per-thread CPU state a
+  // kernel needs (AMX's tile configuration is per thread) is set up where the work runs.
+  explicit ThreadPool(int num_threads, std::function<void(int)> thread_init = {});
   ~ThreadPool();
   ThreadPool(const ThreadPool&) = delete;
   ThreadPool& operator=(const ThreadPool&) = delete;
@@ -57,7 +60,11 @@ class ThreadPool {
     int64_t end = 0;
   };
 
+  void init_caller();  // thread_init(0) on this thread, once per thread and pool
+
   int num_threads_;
+  std::function<void(int)> thread_init_;
+  const uint64_t serial_;  // tells pools apart on a thread (an address can be reused)
   std::vector<std::thread> workers_;
   std::mutex mu_;
   std::condition_variable cv_start_, cv_done_;
