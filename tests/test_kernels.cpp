@@ -29,6 +29,9 @@ class KernelsOn : public ::testing::TestWithParam<Isa> {
   Isa saved_ = Isa::Scalar;
 };
 std::string isa_param_name(const ::testing::TestParamInfo<Isa>& i) { return isa_name(i.param); }
+}  // namespace
+void PrintTo(Isa isa, std::ostream* os) { *os << isa_name(isa); }  // found by ADL: Isa is eaglet's
+namespace {
 
 std::vector<bf16_t> to_bf16(const std::vector<float>& v) {
   std::vector<bf16_t> o(v.size());
