@@ -52,23 +52,13 @@ TEST(Cli, Stories260KReproducesLlama2cGreedy) {
 
 TEST(Cli, Stories260KInBf16) {
   EAGLET_REQUIRE_SHARED();
-  // Convert the checkpoint to BF16 (round to nearest even) next to a copy of its other files.
-  const std::string src = test::shared_dir() + "/models/stories260K-hf";
   test::TempDir dir;
-  for (auto f : {"config.json", "tokenizer.json", "tokenizer_config.json", "generation_config.json"})
-    std::filesystem::copy_file(src + "/" + f, dir.file(f));
-  Checkpoint ck = Checkpoint::open_dir(src);
-  std::vector<TensorToWrite> ts;
-  for (auto& n : ck.names()) {
-    const TensorInfo& t = ck.get(n);
-    std::vector<float> v(reinterpret_cast<const float*>(t.data), reinterpret_cast<const float*>(t.data) + t.numel());
-    ts.push_back({n, DType::BF16, t.shape, test::float_bytes(v, DType::BF16)});
-  }
-  write_safetensors(dir.file("model.safetensors"), ts);
-  // Every kernel path gives the reference tokens in BF16 too.
-  for (const char* isa : {"scalar", "avx2", "avx512", "avx512bf16"}) {
+  test::write_bf16_copy(test::shared_dir() + "/models/stories260K-hf", dir.file("bf16"));
+  // Every kernel path gives the reference tokens in BF16 too (amx-model: the AMX kernel's
+  // logic over the portable tile model, weights packed into tiles at load).
+  for (const char* isa : {"scalar", "avx2", "avx512", "avx512bf16", "amx", "amx-model"}) {
     auto r = test::run_command("EAGLET_ISA=" + std::string(isa) + " " + test::eaglet_binary() + " generate -m " +
-                               dir.path() + " -p 'Once upon a time' -n 64 --temperature 0 --json 2>/dev/null");
+                               dir.file("bf16") + " -p 'Once upon a time' -n 64 --temperature 0 --json 2>/dev/null");
     ASSERT_EQ(r.exit_code, 0);
     expect_reference(nlohmann::json::parse(r.output));
   }

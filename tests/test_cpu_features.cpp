@@ -42,7 +42,8 @@ TEST(CpuFeatures, TheKernelLadderFollowsTheFeatures) {
   const Isa best = best_supported_isa();
   EXPECT_EQ(best >= Isa::Avx2, f.avx2 && f.fma);
   EXPECT_EQ(best >= Isa::Avx512, f.avx512f && f.avx512bw && f.avx512vl && f.avx512dq);
-  EXPECT_EQ(best == Isa::Avx512Bf16, best >= Isa::Avx512 && f.avx512_bf16);
+  EXPECT_EQ(best >= Isa::Avx512Bf16, best >= Isa::Avx512 && f.avx512_bf16);
+  EXPECT_EQ(best == Isa::Amx, best >= Isa::Avx512Bf16 && f.amx_tile && f.amx_bf16 && request_amx(nullptr));
 }
 
 TEST(CpuFeatures, AmxIsRequestedOnlyWhereItExists) {

@@ -17,6 +17,7 @@
 #include "kernels/ggml_quant.h"
 #include "kernels/isa_table.h"
 #include "kernels/ops.h"
+#include "kernels/pack.h"
 
 namespace eaglet::kernels {
 namespace {
@@ -64,8 +65,11 @@ TEST_P(BlockMatmul, MatchesTheDequantisedProductOnEveryIsaAndIsBatchInvariant) {
   std::vector<float> x(size_t(9 * K)), wd(size_t(N * K));
   for (auto& v : x) v = std::normal_distribution<float>(0, 1)(rng);
   dequantize_row(type, blocks.data(), wd.data(), N * K);
-  const std::vector<uint8_t> packed = interleave_rows(type, blocks.data(), N, K);
-  const WeightView view{DType::U8, packed.data(), N, K, q};
+  // As models get them: the file's rows, packed for the kernels (rows interleaved by 8).
+  const PackedWeight p = pack(WeightView{DType::U8, blocks.data(), N, K, q});
+  const std::vector<uint8_t>& packed = p.bytes;
+  const WeightView view = p.view;
+  EXPECT_EQ(view.layout, Layout::Rows8);
   EXPECT_EQ(view.nbytes(), packed.size());
   if (type == GgmlType::Q8_0 || type == GgmlType::Q4_0) {
     EXPECT_EQ(packed.size(), ggml_row_bytes(type, K) * 64);  // 61 rows padded to 64
@@ -103,7 +107,8 @@ TEST_P(BlockMatmul, MatchesTheDequantisedProductOnEveryIsaAndIsBatchInvariant) {
     }
     set_active_isa(saved);
   }
-  const WeightView odd{DType::U8, packed.data(), 1, K + 8, q};
+  WeightView odd{DType::U8, packed.data(), 1, K + 8, q};
+  odd.layout = Layout::Rows8;
   std::vector<float> y(1), x_odd(size_t(K + 8));
   EXPECT_THROW(matmul(one, x_odd.data(), 1, odd, y.data()), Error);
 }
@@ -152,9 +157,9 @@ TEST(BlockMatmulLimits, HoldTheirExtremeSums) {
       if (!runs_here(isa)) continue;
       set_active_isa(isa);
       for (const auto& [type, data, weight] : cases) {
-        const std::vector<uint8_t> packed = interleave_rows(type, data, N, K);
+        const PackedWeight packed = pack(WeightView{DType::U8, data, N, K, interleaved_scheme(type)});
         std::vector<float> y(static_cast<size_t>(N));
-        matmul(one, x.data(), 1, WeightView{DType::U8, packed.data(), N, K, interleaved_scheme(type)}, y.data());
+        matmul(one, x.data(), 1, packed.view, y.data());
         for (float v : y)
           EXPECT_NEAR(v, weight * float(K) * sign, 1e-5 * std::fabs(weight * K)) << isa_name(isa) << " "
                                                                                   << ggml_type_info(uint32_t(type))->name;

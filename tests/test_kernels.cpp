@@ -126,7 +126,7 @@ TEST_P(KernelsSimd, VectorOpsMatchScalar) {
   }
 }
 
-INSTANTIATE_TEST_SUITE_P(Isa, KernelsSimd, ::testing::Values(Isa::Avx2, Isa::Avx512, Isa::Avx512Bf16), isa_param_name);
+INSTANTIATE_TEST_SUITE_P(Isa, KernelsSimd, ::testing::Values(Isa::Avx2, Isa::Avx512, Isa::Avx512Bf16, Isa::Amx), isa_param_name);
 
 TEST_P(KernelsOn, AttentionRowOpsEqualPerRowCalls) {
   // dot_rows / axpy_rows over strided cache rows equal dot / axpy called row by row, bitwise,
@@ -229,7 +229,7 @@ TEST_P(KernelsOn, GatedMatmulEqualsMatmulsThenActivation) {
   EXPECT_THROW(kernels::matmul_gated(one, x.data(), 1, gate, narrow, out.data(), up_out.data()), Error);
 }
 
-INSTANTIATE_TEST_SUITE_P(Isa, KernelsOn, ::testing::Values(Isa::Scalar, Isa::Avx2, Isa::Avx512, Isa::Avx512Bf16), isa_param_name);
+INSTANTIATE_TEST_SUITE_P(Isa, KernelsOn, ::testing::Values(Isa::Scalar, Isa::Avx2, Isa::Avx512, Isa::Avx512Bf16, Isa::Amx), isa_param_name);
 
 TEST(Kernels, Bf16RoundingIsNearestEven) {
   EXPECT_EQ(f32_to_bf16(1.0f), 0x3F80);

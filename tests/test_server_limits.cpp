@@ -202,7 +202,9 @@ TEST(ServerLimits, ResponsesHaveABudget) {
       auto res = m.Get("/metrics");
       stopped = res && test::metric(res->body, "vllm:num_requests_running{") == 0 &&
                 test::metric(res->body, "vllm:generation_tokens_total{") > 1000;
-      if (stopped) EXPECT_LT(test::metric(res->body, "vllm:generation_tokens_total{"), 16 * 1900 * 0.9);
+      if (stopped) {
+        EXPECT_LT(test::metric(res->body, "vllm:generation_tokens_total{"), 16 * 1900 * 0.9);
+      }
     }
     EXPECT_TRUE(stopped) << "the unread stream ran on";
   }
@@ -249,7 +251,9 @@ TEST(ServerLimits, AuthSchemeModelCheckLogprobBytesAndDatasets) {
     ASSERT_TRUE(t["bytes"].is_array());
     std::string bytes;
     for (auto& b : t["bytes"]) bytes += char(b.get<int>());
-    if (t["token"].get<std::string>().find("\xEF\xBF\xBD") == std::string::npos) EXPECT_EQ(bytes, t["token"].get<std::string>());
+    if (t["token"].get<std::string>().find("\xEF\xBF\xBD") == std::string::npos) {
+      EXPECT_EQ(bytes, t["token"].get<std::string>());
+    }
     EXPECT_FALSE(t["bytes"].empty());
     for (const json& alt : t["top_logprobs"]) EXPECT_FALSE(alt["bytes"].empty());
   }

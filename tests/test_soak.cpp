@@ -311,7 +311,9 @@ TEST(Soak, HostileTrafficDoesNotHurtNormalTraffic) {
   // Latency is a promise about an otherwise idle machine: checked in the dedicated soak run
   // (EAGLET_SOAK_SECONDS set, as CI's soak step does alone), reported when other tests share
   // the two cores.
-  if (std::getenv("EAGLET_SOAK_SECONDS") && !test::kSanitized) EXPECT_LT(p99, 2.0);
+  if (std::getenv("EAGLET_SOAK_SECONDS") && !test::kSanitized) {
+    EXPECT_LT(p99, 2.0);
+  }
   if (!test::kSanitized) {
     EXPECT_LT(double(rss_end), 1.1 * double(rss_warm)) << rss_warm << " -> " << rss_end;
   }

@@ -100,7 +100,9 @@ void drive(Pair& p, int port, const std::function<bool()>& done, double seconds,
   for (int i = 0; clock_type::now() < end && !done(); ++i) {
     const std::string text = complete(port, prompt_for(i));
     if (text.empty()) return;  // the server went away
-    if (i % 16 == 0) EXPECT_EQ(text, p.greedy(prompt_for(i))) << prompt_for(i);
+    if (i % 16 == 0) {
+      EXPECT_EQ(text, p.greedy(prompt_for(i))) << prompt_for(i);
+    }
     if (served) ++*served;
   }
 }

@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <map>
 #include <fstream>
 #include <nlohmann/json.hpp>
 
@@ -17,6 +18,8 @@
 #include "core/thread_pool.h"
 #include "engine/model_bundle.h"
 #include "engine/prompt_dataset.h"
+#include "kernels/isa_table.h"
+#include "kernels/pack.h"
 #include "speculation/cost_model.h"
 
 namespace eaglet::cli {
@@ -59,6 +62,31 @@ double prefill_rate(ThreadPool& pool, ModelBundle& b, const std::vector<std::vec
   return n / std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
 }
 
+// The kernel each of the model's matrices runs on, counted by name ("amx bf16": 155), and the
+// multiply-adds of one token when every matrix is read each token (0 for MoE, which is not).
+struct KernelUse {
+  nlohmann::json counts = nlohmann::json::object();
+  std::string text;
+  double dense_macs_per_token = 0;
+};
+
+KernelUse kernel_use(const Model& m) {
+  KernelUse u;
+  std::map<std::string, int> n;
+  size_t bytes = 0;
+  for (const kernels::WeightView* w : m.matrices()) {
+    ++n[kernels::kernel_name(*w, kernels::active_table())];
+    u.dense_macs_per_token += double(w->rows) * double(w->cols);
+    bytes += w->nbytes();
+  }
+  if (bytes != m.weight_bytes_per_token()) u.dense_macs_per_token = 0;
+  for (auto& [name, count] : n) {
+    u.counts[name] = count;
+    u.text += (u.text.empty() ? "" : ", ") + name + " x" + std::to_string(count);
+  }
+  return u;
+}
+
 void run_bench(BenchOptions o) {
   apply_common_options(o.common);
   ModelBundle b = load_target(o.common);
@@ -77,18 +105,21 @@ void run_bench(BenchOptions o) {
   if (o.thread_counts.empty()) o.thread_counts = {o.common.threads > 0 ? o.common.threads : ThreadPool::default_threads()};
   const double active_gb = double(b.model->weight_bytes_per_token()) / 1e9;
   std::printf("model: %s | kernels: %s | prompts: %zu (%s) | max tokens: %d | temperature: %.2f\n", b.label().c_str(),
-              isa_name(active_isa()), prompts.size(), o.dataset.empty() ? "built-in" : o.dataset.c_str(), o.max_tokens,
+              kernels::active_table().name, prompts.size(), o.dataset.empty() ? "built-in" : o.dataset.c_str(), o.max_tokens,
               o.sampling.temperature);
   std::printf("speculation: %s | active-parameter weights per token: %.3f GB\n", spec.describe().c_str(), active_gb);
   std::string amx_why;
   const bool amx = request_amx(&amx_why);
-  std::printf("cpu: %s | features: %s | amx: %s\n", cpu_description().c_str(), cpu_features().names().c_str(),
-              amx ? "granted (no AMX kernel yet)" : amx_why.c_str());
+  if (amx) amx_why = std::string("granted, kernels ") + (kernels::amx_table().isa == Isa::Amx ? "on" : "off (see the log)");
+  const KernelUse use = kernel_use(*b.model);
+  std::printf("cpu: %s | features: %s | amx: %s\nmatmul kernels: %s\n", cpu_description().c_str(),
+              cpu_features().names().c_str(), amx_why.c_str(), use.text.c_str());
   nlohmann::json report = {{"model", b.label()},
-                           {"kernels", isa_name(active_isa())},
+                           {"kernels", kernels::active_table().name},
+                           {"matmul_kernels", use.counts},
                            {"cpu", cpu_description()},
                            {"cpu_features", cpu_features().names()},
-                           {"amx", amx ? "granted" : amx_why},
+                           {"amx", amx_why},
                            {"dataset", o.dataset.empty() ? "built-in" : o.dataset},
                            {"num_prompts", prompts.size()},
                            {"max_tokens", o.max_tokens},
@@ -172,6 +203,11 @@ void run_bench(BenchOptions o) {
     if (vc.step.experts_touched) std::printf(", %lld experts", (long long)vc.step.experts_touched);
     std::printf("\n  %d-token verification: %7.2f ms = %.2fx one step, reads %.3f GB", vc.verify_tokens,
                 vc.verify.seconds * 1e3, vc.ratio(), vc.verify.weight_gb);
+    if (use.dense_macs_per_token > 0) {  // the matmuls' arithmetic rate in the verification pass
+      const double gflops = 2 * use.dense_macs_per_token * vc.verify_tokens / vc.verify.seconds / 1e9;
+      std::printf(", %.1f GFLOP/s", gflops);
+      run["verify_cost"]["gflops"] = gflops;
+    }
     if (vc.verify.experts_touched)
       std::printf(", %lld experts (union over its tokens, summed over layers)", (long long)vc.verify.experts_touched);
     std::printf("\n");

@@ -14,6 +14,7 @@
 #include "core/thread_pool.h"
 #include "core/version.h"
 #include "io/mapped_file.h"
+#include "kernels/isa_table.h"
 
 namespace eaglet::cli {
 
@@ -81,7 +82,7 @@ void add_spec_options(CLI::App* cmd, SpecOptions* o) {
 
 void apply_common_options(const CommonOptions& o) {
   MappedFile::set_read_into_memory(o.no_mmap);
-  spdlog::info("kernels: {}", isa_name(active_isa()));
+  spdlog::info("kernels: {}", kernels::active_table().name);
 }
 
 std::unique_ptr<ThreadPool> make_thread_pool(int threads) {

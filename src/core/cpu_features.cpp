@@ -9,10 +9,13 @@
 #include <cstdlib>
 #include <cstring>
 #include <fstream>
+#include <mutex>
 #include <utility>
 #if defined(__x86_64__)
 #include <cpuid.h>
 #endif
+
+#include <spdlog/spdlog.h>
 
 #include "core/thread_pool.h"
 
@@ -98,7 +101,15 @@ bool request_amx(std::string* why) {
 
 Isa best_supported_isa() {
   const CpuFeatures& f = cpu_features();
-  if (f.avx512f && f.avx512bw && f.avx512vl && f.avx512dq) return f.avx512_bf16 ? Isa::Avx512Bf16 : Isa::Avx512;
+  if (f.avx512f && f.avx512bw && f.avx512vl && f.avx512dq) {
+    if (!f.avx512_bf16) return Isa::Avx512;
+    if (!f.amx_tile || !f.amx_bf16) return Isa::Avx512Bf16;
+    std::string why;
+    if (request_amx(&why)) return Isa::Amx;
+    static std::once_flag logged;
+    std::call_once(logged, [&] { spdlog::warn("AMX unavailable ({}): running the avx512bf16 kernels", why); });
+    return Isa::Avx512Bf16;
+  }
   if (f.avx2 && f.fma) return Isa::Avx2;
   return Isa::Scalar;
 }
@@ -109,12 +120,13 @@ const char* isa_name(Isa isa) {
     case Isa::Avx2: return "avx2";
     case Isa::Avx512: return "avx512";
     case Isa::Avx512Bf16: return "avx512bf16";
+    case Isa::Amx: return "amx";
   }
   return "?";
 }
 
 bool parse_isa(const char* s, Isa* out) {
-  for (Isa i : {Isa::Scalar, Isa::Avx2, Isa::Avx512, Isa::Avx512Bf16})
+  for (Isa i : {Isa::Scalar, Isa::Avx2, Isa::Avx512, Isa::Avx512Bf16, Isa::Amx})
     if (std::strcmp(s, isa_name(i)) == 0) { *out = i; return true; }
   return false;
 }
@@ -124,14 +136,32 @@ Isa initial_isa() {
   Isa best = best_supported_isa();
   if (const char* env = std::getenv("EAGLET_ISA")) {
     Isa want;
-    if (parse_isa(env, &want) && int(want) < int(best)) return want;
+    if (parse_isa(env, &want)) {
+      if (int(want) <= int(best)) return want;
+      spdlog::warn("EAGLET_ISA={}: this CPU cannot run it; running {}", env, isa_name(best));
+    } else if (std::strcmp(env, "amx-model") != 0) {  // the kernels' tile model (kernels/isa_table.h)
+      spdlog::warn("EAGLET_ISA={} is not one of scalar, avx2, avx512, avx512bf16, amx, amx-model: ignored", env);
+    }
   }
   return best;
 }
-std::atomic<int> g_isa{int(initial_isa())};
+// Chosen at the first use, not at static initialisation: its warnings must go to the log main()
+// sets up (stderr), not to a default logger on stdout ahead of a command's JSON.
+std::atomic<int> g_isa{-1};
 }  // namespace
 
-Isa active_isa() { return Isa(g_isa.load(std::memory_order_relaxed)); }
+Isa active_isa() {
+  int v = g_isa.load(std::memory_order_relaxed);
+  if (v < 0) {
+    static std::once_flag chosen;
+    std::call_once(chosen, [] {
+      int unset = -1;
+      g_isa.compare_exchange_strong(unset, int(initial_isa()));  // unless set_active_isa came first
+    });
+    v = g_isa.load(std::memory_order_relaxed);
+  }
+  return Isa(v);
+}
 
 void set_active_isa(Isa isa) {
   Isa best = best_supported_isa();

@@ -1,11 +1,12 @@
 // Which SIMD level the kernels run at: the best the CPU has, or a lower one forced with
-// EAGLET_ISA=scalar|avx2|avx512|avx512bf16 (for testing and for benchmarks).
+// EAGLET_ISA=scalar|avx2|avx512|avx512bf16|amx (for testing and for benchmarks).
 #pragma once
 #include <string>
 
 namespace eaglet {
 
-enum class Isa { Scalar = 0, Avx2 = 1, Avx512 = 2, Avx512Bf16 = 3 };
+// Amx: avx512bf16 plus AMX tiles (BF16) the kernel has granted this process.
+enum class Isa { Scalar = 0, Avx2 = 1, Avx512 = 2, Avx512Bf16 = 3, Amx = 4 };
 
 // What this CPU and the OS let a process run, feature by feature (cpuid, with XCR0 for the
 // register state the OS saves): kernels are picked by what each needs, not by a rung of a ladder

@@ -1,18 +1,39 @@
 #include <algorithm>
+#include <atomic>
 #include <cmath>
+#include <cstdlib>
+#include <string_view>
 #include <vector>
 
 #include "core/error.h"
 #include "core/thread_pool.h"
+#include "kernels/bf16_pairs.h"
 #include "kernels/ggml_interleave.h"
 #include "kernels/ggml_quant.h"
 #include "kernels/isa_table.h"
 #include "kernels/ops.h"
+#include "kernels/pack.h"
 
 namespace eaglet::kernels {
 
+namespace {
+// EAGLET_ISA=amx-model runs the tile model (any CPU; slow): the AMX path end to end, for tests.
+// Read at the first use (not at static initialisation, before main() has set up the log).
+const IsaTable* env_table() {
+  static const IsaTable* t = [] {
+    const char* env = std::getenv("EAGLET_ISA");
+    return env && std::string_view(env) == "amx-model" ? &tile_model_table() : nullptr;
+  }();
+  return t;
+}
+std::atomic<const IsaTable*> g_override{nullptr};
+}  // namespace
+
+void set_table_override(const IsaTable* t) { g_override.store(t); }
+
 const IsaTable& table_for(Isa isa) {
   switch (isa) {
+    case Isa::Amx: return amx_table();
     case Isa::Avx512Bf16: return avx512bf16_table();
     case Isa::Avx512: return avx512_table();
     case Isa::Avx2: return avx2_table();
@@ -21,37 +42,61 @@ const IsaTable& table_for(Isa isa) {
   return scalar_table();
 }
 
-const IsaTable& active_table() { return table_for(active_isa()); }
+const IsaTable& active_table() {
+  if (const IsaTable* t = g_override.load(std::memory_order_relaxed)) return *t;
+  if (const IsaTable* t = env_table()) return *t;
+  return table_for(active_isa());
+}
 
 namespace {
+
+// The activation copies a matmul makes (BF16 rows, int8 blocks) live in buffers of the calling
+// thread, grown to the largest call and then reused: a decode step makes hundreds of matmul calls,
+// and the engine thread runs them all. Slot j serves the j-th matmul of one grouped call.
+template <class T>
+T* activation_buffer(size_t slot, size_t n) {
+  thread_local std::vector<std::vector<T>> buffers;
+  if (buffers.size() <= slot) buffers.resize(slot + 1);
+  if (buffers[slot].size() < n) buffers[slot].resize(n);
+  return buffers[slot].data();
+}
 
 // One matmul ready to run on any range of output columns: activations already rounded to BF16
 // when the weights are BF16 and the CPU multiplies BF16 pairs, or quantised per block for GGUF
 // block weights. `same_x`, a matmul prepared earlier on the same activations, lends its copy.
 class PreparedMatmul {
  public:
-  PreparedMatmul(const IsaTable& t, const float* x, int64_t M, const WeightView& w, float* y,
+  PreparedMatmul(const IsaTable& t, const float* x, int64_t M, const WeightView& w, float* y, size_t slot = 0,
                  const PreparedMatmul* same_x = nullptr)
       : t_(t), x_(x), M_(M), w_(w), y_(y) {
-    bf16_dot_ = w.dtype == DType::BF16 && t.matmul_bf16_bf16;
+    const bool shared = same_x && same_x->x_ == x && same_x->M_ == M && same_x->w_.cols == w.cols;
+    pairs_ = w.layout == Layout::Bf16Pairs16;
+    bf16_dot_ = !pairs_ && w.dtype == DType::BF16 && t.matmul_bf16_bf16;
+    if (pairs_) {
+      if (shared && same_x->pairs_) xb_ = same_x->xb_;
+      else {
+        bf16_t* xb = activation_buffer<bf16_t>(slot, bf16_pairs_activation_count(M, w.cols));
+        bf16_pairs_activations(x, M, w.cols, xb);
+        xb_ = xb;
+      }
+    }
     if (bf16_dot_) {
-      if (same_x && same_x->bf16_dot_ && same_x->x_ == x && same_x->M_ == M && same_x->w_.cols == w.cols) {
-        xb_data_ = same_x->xb_data_;
-      } else {
-        xb_.resize(size_t(M * w.cols));
-        for (int64_t i = 0; i < M * w.cols; ++i) xb_[size_t(i)] = f32_to_bf16(x[i]);
-        xb_data_ = xb_.data();
+      if (shared && same_x->bf16_dot_) xb_ = same_x->xb_;
+      else {
+        bf16_t* xb = activation_buffer<bf16_t>(slot, size_t(M * w.cols));
+        for (int64_t i = 0; i < M * w.cols; ++i) xb[i] = f32_to_bf16(x[i]);
+        xb_ = xb;
       }
     }
     if (is_ggml_blocks(w.quant)) {
+      EAGLET_CHECK(w.layout == Layout::Rows8, "internal: a GGUF block matrix was not packed (kernels::pack)");
       EAGLET_CHECK(w.cols % ggml_block_weights(w.quant) == 0, "GGUF block matmul needs K ({}) a multiple of {}",
                    w.cols, ggml_block_weights(w.quant));
-      if (same_x && is_ggml_blocks(same_x->w_.quant) && same_x->x_ == x && same_x->M_ == M && same_x->w_.cols == w.cols) {
-        xq_data_ = same_x->xq_data_;
-      } else {
-        xq_.resize(size_t(M * w.cols / 32));
-        t.quantize_act(x, M, w.cols, xq_.data());
-        xq_data_ = xq_.data();
+      if (shared && is_ggml_blocks(same_x->w_.quant)) xq_ = same_x->xq_;
+      else {
+        ActBlockQ8* xq = activation_buffer<ActBlockQ8>(slot, size_t(M * w.cols / 32));
+        t.quantize_act(x, M, w.cols, xq);
+        xq_ = xq;
       }
     }
     if (w.dtype == DType::F8_E4M3)
@@ -71,12 +116,15 @@ class PreparedMatmul {
     }
     if (blocks) {
       EAGLET_CHECK(n0 % kRowGroup == 0, "internal: GGUF block matmul split at row {}, inside a group of 8", n0);
-      blocks(xq_data_, M_, K, w_.data, n0, n1, y_, N);
+      blocks(xq_, M_, K, w_.data, n0, n1, y_, N);
+    }
+    else if (pairs_) {
+      t_.matmul_bf16_pairs(xb_, M_, K, w_.data, n0, n1, y_, N);
     }
     else switch (w_.dtype) {
       case DType::F32: t_.matmul_f32(x_, M_, K, static_cast<const float*>(w_.data), n0, n1, y_, N); break;
       case DType::BF16:
-        if (bf16_dot_) t_.matmul_bf16_bf16(xb_data_, M_, K, static_cast<const bf16_t*>(w_.data), n0, n1, y_, N);
+        if (bf16_dot_) t_.matmul_bf16_bf16(xb_, M_, K, static_cast<const bf16_t*>(w_.data), n0, n1, y_, N);
         else t_.matmul_bf16(x_, M_, K, static_cast<const bf16_t*>(w_.data), n0, n1, y_, N);
         break;
       case DType::F8_E4M3:
@@ -95,14 +143,13 @@ class PreparedMatmul {
   int64_t M_;
   const WeightView& w_;
   float* y_;
-  bool bf16_dot_ = false;
-  std::vector<bf16_t> xb_;
-  const bf16_t* xb_data_ = nullptr;
-  std::vector<ActBlockQ8> xq_;
-  const ActBlockQ8* xq_data_ = nullptr;
+  bool pairs_ = false, bf16_dot_ = false;
+  const bf16_t* xb_ = nullptr;      // BF16 activations (pairs: padded), in an activation buffer
+  const ActBlockQ8* xq_ = nullptr;  // int8 blocks for GGUF weights
 };
 
-// A multiple of the GGUF kernels' row group (8), so no thread's range starts inside one.
+// A multiple of the GGUF kernels' row group (8) and of the pairs layout's 16-row blocks, so no
+// thread's range starts inside one.
 constexpr int64_t kRowGrain = 16;
 
 }  // namespace
@@ -120,7 +167,7 @@ void matmul_grouped(ThreadPool& pool, const MatmulJob* jobs, size_t num_jobs) {
   std::vector<int64_t> start(num_jobs + 1, 0);
   int64_t macs = 0;
   for (size_t j = 0; j < num_jobs; ++j) {
-    prepared.emplace_back(active_table(), jobs[j].x, jobs[j].M, *jobs[j].w, jobs[j].y,
+    prepared.emplace_back(active_table(), jobs[j].x, jobs[j].M, *jobs[j].w, jobs[j].y, j,
                           j > 0 ? &prepared[j - 1] : nullptr);
     start[j + 1] = start[j] + (jobs[j].w->rows + kRowGrain - 1) / kRowGrain * kRowGrain;
     macs += jobs[j].M * jobs[j].w->rows * jobs[j].w->cols;
@@ -149,7 +196,7 @@ void matmul_gated(ThreadPool& pool, const float* x, int64_t M, const WeightView&
   EAGLET_CHECK(gate.rows == up.rows && gate.cols == up.cols, "gate [{}, {}] and up [{}, {}] projections differ in shape",
                gate.rows, gate.cols, up.rows, up.cols);
   const IsaTable& t = active_table();
-  PreparedMatmul g(t, x, M, gate, out), u(t, x, M, up, up_out, &g);
+  PreparedMatmul g(t, x, M, gate, out, 0), u(t, x, M, up, up_out, 1, &g);
   const int64_t N = gate.rows;
   auto run = [&](int64_t n0, int64_t n1) {
     g.run(n0, n1, nullptr);
@@ -190,12 +237,10 @@ void rmsnorm_rows(const float* x, int64_t rows, int64_t n, const float* w, float
 }
 
 void embedding_rows(const WeightView& table, const int* ids, int64_t n, float* out) {
-  const int64_t H = table.cols;
-  const size_t row_bytes = size_t(H) * dtype_size(table.dtype);
   for (int64_t i = 0; i < n; ++i) {
     EAGLET_CHECK(ids[i] >= 0 && ids[i] < table.rows, "token id {} is outside the vocabulary (size {})", ids[i],
                  table.rows);
-    to_f32(table.dtype, static_cast<const uint8_t*>(table.data) + size_t(ids[i]) * row_bytes, out + i * H, H);
+    read_row(table, ids[i], out + i * table.cols);
   }
 }
 

@@ -1,9 +1,12 @@
-// The per-ISA function table behind ops.h. Each ISA file fills one table; dispatch.cpp picks one.
+// The per-ISA function table behind ops.h. Each table is the one below it with the entries its ISA
+// does better overridden (scalar -> avx2 -> avx512 -> avx512bf16 -> amx), so every entry always
+// has a kernel; dispatch.cpp picks one.
 #pragma once
 #include <cstdint>
 
 #include "core/cpu_features.h"
 #include "core/dtype.h"
+#include "kernels/layout.h"
 #include "kernels/quant.h"
 
 namespace eaglet::kernels {
@@ -25,11 +28,17 @@ using MatmulFp8Fn = void (*)(const float* x, int64_t M, int64_t K, const uint8_t
 // against activations quantised per 32 (kernels/ggml_quant.h): integer dot products per block,
 // scaled and summed in F32. n0 must be a multiple of 8; K of the block size (32 or 256).
 struct ActBlockQ8;
+// BF16 activations [round_up(M, 16), round_up(K, 32)] (bf16_pairs_activations) against weights in
+// the BF16 pairs layout (bf16_pairs.h); n0 a multiple of 16.
+using MatmulBf16PairsFn = void (*)(const bf16_t* x, int64_t M, int64_t K, const void* w, int64_t n0, int64_t n1,
+                                   float* y, int64_t ldy);
 using MatmulGgmlFn = void (*)(const ActBlockQ8* x, int64_t M, int64_t K, const void* w, int64_t n0, int64_t n1,
                               float* y, int64_t ldy);
 
 struct IsaTable {
   Isa isa;
+  const char* name;     // the kernels' name in reports: "avx2", "amx", "amx-model" (tile_model.h)
+  Layout bf16_layout;   // how pack() lays out BF16 weights for these kernels
   MatmulF32Fn matmul_f32;
   MatmulBf16Fn matmul_bf16;               // F32 activations, weights widened to F32
   MatmulBf16xBf16Fn matmul_bf16_bf16;     // null unless the ISA has BF16 dot products
@@ -49,6 +58,7 @@ struct IsaTable {
   MatmulGgmlFn matmul_q6_k;
   // x [M, K] to the activation blocks the two above read (every ISA gives the same codes).
   void (*quantize_act)(const float* x, int64_t M, int64_t K, ActBlockQ8* out);
+  MatmulBf16PairsFn matmul_bf16_pairs;
 };
 
 // The AVX2 GGUF-block matmuls, which the AVX-512 tables share (kernels/matmul_ggml_avx2.cpp).
@@ -68,8 +78,19 @@ const IsaTable& scalar_table();
 const IsaTable& avx2_table();
 const IsaTable& avx512_table();
 const IsaTable& avx512bf16_table();
+// AMX tiles for BF16 pairs, on top of avx512bf16. Built once: it asks the kernel for tile state
+// and checks the AMX kernel against the tile model on a small matmul; when either fails it logs
+// why and is the avx512bf16 table (its `name` says which ran).
+const IsaTable& amx_table();
+// The portable model of the AMX tiles (tile_model.h) on top of the best vector table: slow, runs
+// anywhere, and reads the same packed weights, so the AMX path's logic is tested on every machine.
+const IsaTable& tile_model_table();
+
 // The table for `isa` (for tests that compare paths), and the active one.
 const IsaTable& table_for(Isa isa);
 const IsaTable& active_table();
+// Tests: run every op on `t` (null: back to the active ISA's table). Weights must be packed after
+// the switch (pack() reads the table too).
+void set_table_override(const IsaTable* t);
 
 }  // namespace eaglet::kernels

@@ -64,11 +64,26 @@ void axpy_rows(const float*, const float*, int64_t, int64_t, int64_t, float*);
 }  // namespace avx2
 
 const IsaTable& avx2_table() {
-  static const IsaTable t{Isa::Avx2, avx2::matmul_f32, avx2::matmul_bf16, nullptr,
-                          avx2::dot, avx2::axpy, avx2::rmsnorm, scalar_table().silu_mul,
-                          avx2::matmul_fp8, avx2::dot_rows, avx2::axpy_rows,
-                          avx2::matmul_q8_0, avx2::matmul_q4_0, avx2::matmul_q4_k, avx2::matmul_q6_k,
-                          avx2::quantize_activations};
+  static const IsaTable t = [] {
+    IsaTable t = scalar_table();
+    t.isa = Isa::Avx2;
+    t.name = "avx2";
+    t.matmul_f32 = avx2::matmul_f32;
+    t.matmul_bf16 = avx2::matmul_bf16;
+    t.matmul_bf16_bf16 = nullptr;  // no BF16 dot products: BF16 weights are widened to F32
+    t.dot = avx2::dot;
+    t.axpy = avx2::axpy;
+    t.rmsnorm = avx2::rmsnorm;
+    t.matmul_fp8 = avx2::matmul_fp8;
+    t.dot_rows = avx2::dot_rows;
+    t.axpy_rows = avx2::axpy_rows;
+    t.matmul_q8_0 = avx2::matmul_q8_0;
+    t.matmul_q4_0 = avx2::matmul_q4_0;
+    t.matmul_q4_k = avx2::matmul_q4_k;
+    t.matmul_q6_k = avx2::matmul_q6_k;
+    t.quantize_act = avx2::quantize_activations;
+    return t;
+  }();
   return t;
 }
 

@@ -111,20 +111,31 @@ void axpy_rows(const float*, const float*, int64_t, int64_t, int64_t, float*);
 }  // namespace avx512
 
 const IsaTable& avx512_table() {
-  static const IsaTable t{Isa::Avx512, avx512::matmul_f32, avx512::matmul_bf16, nullptr,
-                          avx512::dot, avx512::axpy, avx512::rmsnorm, scalar_table().silu_mul,
-                          avx512::matmul_fp8, avx512::dot_rows, avx512::axpy_rows,
-                          avx2::matmul_q8_0, avx2::matmul_q4_0, avx2::matmul_q4_k, avx2::matmul_q6_k,
-                          avx2::quantize_activations};
+  static const IsaTable t = [] {  // the GGUF block kernels stay AVX2's
+    IsaTable t = avx2_table();
+    t.isa = Isa::Avx512;
+    t.name = "avx512";
+    t.matmul_f32 = avx512::matmul_f32;
+    t.matmul_bf16 = avx512::matmul_bf16;
+    t.dot = avx512::dot;
+    t.axpy = avx512::axpy;
+    t.rmsnorm = avx512::rmsnorm;
+    t.matmul_fp8 = avx512::matmul_fp8;
+    t.dot_rows = avx512::dot_rows;
+    t.axpy_rows = avx512::axpy_rows;
+    return t;
+  }();
   return t;
 }
 
 const IsaTable& avx512bf16_table() {
-  static const IsaTable t{Isa::Avx512Bf16, avx512::matmul_f32, avx512::matmul_bf16,
-                          avx512::matmul_bf16_bf16, avx512::dot, avx512::axpy, avx512::rmsnorm,
-                          scalar_table().silu_mul, avx512::matmul_fp8, avx512::dot_rows,
-                          avx512::axpy_rows, avx2::matmul_q8_0, avx2::matmul_q4_0, avx2::matmul_q4_k, avx2::matmul_q6_k,
-                          avx2::quantize_activations};
+  static const IsaTable t = [] {
+    IsaTable t = avx512_table();
+    t.isa = Isa::Avx512Bf16;
+    t.name = "avx512bf16";
+    t.matmul_bf16_bf16 = avx512::matmul_bf16_bf16;
+    return t;
+  }();
   return t;
 }
 

@@ -11,6 +11,7 @@
 #include <functional>
 
 #include "core/dtype.h"
+#include "kernels/layout.h"
 #include "kernels/quant.h"
 
 namespace eaglet {
@@ -19,7 +20,7 @@ class ThreadPool;
 
 namespace eaglet::kernels {
 
-// A row-major weight matrix [rows = out features, cols = in features].
+// A weight matrix [rows = out features, cols = in features].
 struct WeightView {
   DType dtype = DType::F32;  // F32, BF16, F8_E4M3 with `quant` and `scales`, or U8 GGUF blocks
   const void* data = nullptr;
@@ -27,12 +28,10 @@ struct WeightView {
   QuantScheme quant = QuantScheme::None;
   const void* scales = nullptr;
   size_t scale_bytes = 0;
+  Layout layout = Layout::RowMajor;
 
-  // Bytes a full pass over the matrix reads (scales included).
-  size_t nbytes() const {
-    if (is_ggml_blocks(quant)) return size_t(ggml_matrix_bytes(quant, rows, cols));
-    return size_t(rows) * size_t(cols) * dtype_size(dtype) + scale_bytes;
-  }
+  // Bytes a full pass over the matrix reads (scales and layout padding included).
+  size_t nbytes() const;
   Fp8Scales fp8_scales() const { return Fp8Scales{quant, scales, cols}; }
 };
 

@@ -2,6 +2,7 @@
 // paths are tested against. Also the fallback on CPUs without AVX2.
 #include <cmath>
 
+#include "kernels/bf16_pairs.h"
 #include "kernels/ggml_interleave.h"
 #include "kernels/ggml_quant.h"
 #include "kernels/isa_table.h"
@@ -25,6 +26,19 @@ void matmul_bf16(const float* x, int64_t M, int64_t K, const bf16_t* w, int64_t 
     for (int64_t n = n0; n < n1; ++n) {
       float acc = 0;
       for (int64_t k = 0; k < K; ++k) acc += x[m * K + k] * bf16_to_f32(w[n * K + k]);
+      y[m * ldy + n] = acc;
+    }
+}
+
+// The pairs layout in the tile model's order: pairs in K order, the even element added first.
+void matmul_bf16_pairs(const bf16_t* x, int64_t M, int64_t K, const void* w, int64_t n0, int64_t n1, float* y,
+                       int64_t ldy) {
+  const auto* wb = static_cast<const bf16_t*>(w);
+  const int64_t Kp = pairs_padded_k(K);
+  for (int64_t m = 0; m < M; ++m)
+    for (int64_t n = n0; n < n1; ++n) {
+      float acc = 0;
+      for (int64_t k = 0; k < Kp; ++k) acc += bf16_to_f32(x[m * Kp + k]) * bf16_to_f32(wb[bf16_pairs_index(K, n, k)]);
       y[m * ldy + n] = acc;
     }
 }
@@ -159,9 +173,10 @@ void matmul_q6_k(const ActBlockQ8* x, int64_t M, int64_t K, const void* w, int64
 }  // namespace
 
 const IsaTable& scalar_table() {
-  static const IsaTable t{Isa::Scalar, matmul_f32, matmul_bf16, matmul_bf16_bf16, dot,      axpy,
-                          rmsnorm,     silu_mul,   matmul_fp8,  dot_rows,         axpy_rows,
-                          matmul_q8_0, matmul_q4_0, matmul_q4_k, matmul_q6_k, quantize_activations};
+  static const IsaTable t{Isa::Scalar, "scalar",   Layout::RowMajor, matmul_f32,  matmul_bf16,
+                          matmul_bf16_bf16, dot,   axpy,             rmsnorm,     silu_mul,
+                          matmul_fp8,  dot_rows,   axpy_rows,        matmul_q8_0, matmul_q4_0,
+                          matmul_q4_k, matmul_q6_k, quantize_activations, matmul_bf16_pairs};
   return t;
 }
 

@@ -82,6 +82,12 @@ size_t DecoderModel::weight_bytes_per_token() const {
   return total;
 }
 
+std::vector<const kernels::WeightView*> DecoderModel::matrices() const {
+  std::vector<const kernels::WeightView*> out = {&lm_head_};
+  for (auto& L : layers_) out.insert(out.end(), {&L.q, &L.k, &L.v, &L.o, &L.gate, &L.up, &L.down});
+  return out;
+}
+
 void DecoderModel::quantize_weights(kernels::QuantScheme scheme) {
   if (scheme == kernels::QuantScheme::None) return;
   ThreadPool pool(0);  // loading: every core

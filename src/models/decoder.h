@@ -39,6 +39,7 @@ class DecoderModel : public Model {
   const kernels::WeightView& embed_view() const override { return embed_; }
   void final_norm(const float* x, int64_t rows, float* out) const override;
   size_t weight_bytes_per_token() const override;
+  std::vector<const kernels::WeightView*> matrices() const override;
   void quantize_weights(kernels::QuantScheme scheme) override;
 
  private:

@@ -73,9 +73,7 @@ kernels::WeightView GgufWeights::matrix(const std::string& name, int64_t rows, i
   else if (blocks != kernels::QuantScheme::None && !floats) v = {DType::U8, t.data, rows, cols, blocks};
   else v = store_->own(decoded(t), rows, cols);  // F16, and block tables read as floats (embeddings)
   if (heads > 0) v = unpermute(v, heads);
-  if (v.dtype == DType::U8)  // the kernels read block rows interleaved by 8
-    v.data = store_->own_bytes(kernels::interleave_rows(GgmlType(t.type), v.data, rows, cols));
-  return v;
+  return store_->packed(v);
 }
 
 std::vector<float> GgufWeights::vector(const std::string& name, int64_t n) { return decoded(shaped(name, {n})); }
@@ -110,7 +108,7 @@ const GgufTensor& GgufWeights::shaped(const std::string& name, const std::vector
   return t;
 }
 
-// On the file's row layout (before interleaving).
+// On the file's row layout (before packing).
 kernels::WeightView GgufWeights::unpermute(kernels::WeightView v, int heads) {
   const size_t row_bytes = v.dtype == DType::U8 ? kernels::ggml_row_bytes(kernels::ggml_type_of(v.quant), v.cols)
                                                 : size_t(v.cols) * dtype_size(v.dtype);

@@ -84,6 +84,8 @@ class Model {
   virtual bool supports_token_trees() const { return true; }
   // Bytes of weights one decode step reads (for bandwidth figures).
   virtual size_t weight_bytes_per_token() const = 0;
+  // Every matrix a forward multiplies by (MoE: every expert), for reports of the kernels run.
+  virtual std::vector<const kernels::WeightView*> matrices() const = 0;
   // Re-stores the decoder layers' projection matrices as GGUF blocks (Q8_0 or Q4_0, round to
   // nearest; embeddings and lm_head stay as loaded), so a safetensors model runs quantised with
   // no conversion step. Throws for architectures that do not support it.

@@ -4,6 +4,7 @@
 #include "core/thread_pool.h"
 #include "kernels/ggml_interleave.h"
 #include "kernels/ggml_quant.h"
+#include "kernels/pack.h"
 
 namespace eaglet {
 
@@ -15,7 +16,13 @@ kernels::WeightView WeightStore::matrix(const std::string& name, int64_t rows, i
     kernels::to_f32(t.dtype, t.data, f.data(), rows * cols);
     return own(std::move(f), rows, cols);
   }
-  return kernels::WeightView{t.dtype, t.data, rows, cols};
+  return packed(kernels::WeightView{t.dtype, t.data, rows, cols});
+}
+
+kernels::WeightView WeightStore::packed(const kernels::WeightView& w) {
+  kernels::PackedWeight p = kernels::pack(w);
+  if (!p.bytes.empty()) own_bytes(std::move(p.bytes));  // the vector's buffer moves, the view stays valid
+  return p.view;
 }
 
 kernels::WeightView WeightStore::fp8_matrix(const TensorInfo& t, int64_t rows, int64_t cols) {
@@ -71,7 +78,7 @@ kernels::WeightView WeightStore::quantized(const kernels::WeightView& w, kernels
   pool.parallel_for(w.rows, [&](int64_t r0, int64_t r1, int) {
     std::vector<float> row(size_t(w.cols));
     for (int64_t r = r0; r < r1; ++r) {
-      to_f32(w.dtype, static_cast<const char*>(w.data) + r * w.cols * int64_t(dtype_size(w.dtype)), row.data(), w.cols);
+      read_row(w, r, row.data());
       uint8_t* out = bytes.data() + r * row_bytes;
       switch (scheme) {
         case QuantScheme::Q8_0: quantize_row_q8_0(row.data(), reinterpret_cast<BlockQ8_0*>(out), w.cols); break;
@@ -80,8 +87,7 @@ kernels::WeightView WeightStore::quantized(const kernels::WeightView& w, kernels
       }
     }
   }, 16);
-  return WeightView{DType::U8, own_bytes(interleave_rows(type, bytes.data(), w.rows, w.cols)), w.rows, w.cols,
-                    scheme};
+  return packed(WeightView{DType::U8, bytes.data(), w.rows, w.cols, scheme});
 }
 
 const uint8_t* WeightStore::own_bytes(std::vector<uint8_t> bytes) {

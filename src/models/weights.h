@@ -1,6 +1,8 @@
-// Turns checkpoint tensors into kernel views. F32, BF16 and FP8 (e4m3 + `weight_scale_inv`)
-// matrices are used straight from the memory map; F16 is widened to F32 once at load (no F16
-// kernels). Nothing but headers is read at load, so experts never routed to are never paged in.
+// Turns checkpoint tensors into kernel views, in the layout the active kernels read
+// (kernels::pack). F32, FP8 (e4m3 + `weight_scale_inv`) and, except under AMX, BF16 matrices are
+// used straight from the memory map; F16 is widened to F32 once at load (no F16 kernels). Then
+// nothing but headers is read at load, so experts never routed to are never paged in; AMX's
+// packed BF16 copies read every matrix once at load.
 #pragma once
 #include <deque>
 #include <memory>
@@ -20,6 +22,8 @@ class WeightStore {
   const Checkpoint& checkpoint() const { return *ckpt_; }
   bool has(const std::string& name) const { return ckpt_ && ckpt_->has(name); }
   kernels::WeightView matrix(const std::string& name, int64_t rows, int64_t cols);
+  // `w` in the active kernels' layout; a packed copy is owned by the store.
+  kernels::WeightView packed(const kernels::WeightView& w);
   // How F8_E4M3 matrices are scaled (from config.json's quantization_config); None rejects them.
   void set_fp8_scheme(kernels::QuantScheme scheme) { fp8_scheme_ = scheme; }
   std::vector<float> vector(const std::string& name, int64_t n);

@@ -5,15 +5,16 @@
 #include "core/error.h"
 #include "io/json_config.h"
 #include "io/safetensors.h"
+#include "kernels/pack.h"
 #include "models/eagle3_config.h"
 #include "models/rope.h"
 
 namespace eaglet {
 
 torch::Tensor weight_tensor(const kernels::WeightView& w) {
-  std::vector<float> f(size_t(w.rows * w.cols));
-  kernels::to_f32(w.dtype, w.data, f.data(), w.rows * w.cols);
-  return torch::from_blob(f.data(), {w.rows, w.cols}, torch::kFloat32).clone();
+  auto t = torch::empty({w.rows, w.cols}, torch::kFloat32);
+  for (int64_t r = 0; r < w.rows; ++r) kernels::read_row(w, r, t.data_ptr<float>() + r * w.cols);
+  return t;
 }
 
 namespace {

@@ -19,6 +19,20 @@
 
 namespace eaglet::test {
 
+void write_bf16_copy(const std::string& src, const std::string& dst) {
+  std::filesystem::create_directories(dst);
+  for (auto f : {"config.json", "tokenizer.json", "tokenizer_config.json", "generation_config.json"})
+    if (std::filesystem::exists(src + "/" + f)) std::filesystem::copy_file(src + "/" + f, dst + "/" + f);
+  Checkpoint ck = Checkpoint::open_dir(src);
+  std::vector<TensorToWrite> ts;
+  for (auto& n : ck.names()) {
+    const TensorInfo& t = ck.get(n);
+    std::vector<float> v(reinterpret_cast<const float*>(t.data), reinterpret_cast<const float*>(t.data) + t.numel());
+    ts.push_back({n, DType::BF16, t.shape, float_bytes(v, DType::BF16)});
+  }
+  write_safetensors(dst + "/model.safetensors", ts);
+}
+
 std::string error_of(const std::function<void()>& f) {
   try {
     f();

@@ -87,6 +87,10 @@ inline void PrintTo(const TinyModelSpec& s, std::ostream* os) { *os << s.archite
 // with a chat template ("[role] content</s>" per message, "[assistant] " as generation prompt).
 void write_byte_vocab_target(const std::string& dir, bool chat_template = false);
 
+// The F32 Hugging Face checkpoint in `src` converted to BF16 (round to nearest even) in a new
+// folder `dst`, beside copies of its config and tokenizer files.
+void write_bf16_copy(const std::string& src, const std::string& dst);
+
 // Float data as raw bytes of `dtype` (F32 or BF16), for safetensors writers.
 std::string float_bytes(const std::vector<float>& v, DType dtype);
 std::vector<float> random_normal(size_t n, float stddev, uint64_t seed);

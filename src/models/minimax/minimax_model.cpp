@@ -103,6 +103,23 @@ void MiniMaxModel::final_norm(const float* x, int64_t rows, float* out) const {
   kernels::rmsnorm_rows(x, rows, cfg_.base.hidden, final_norm_.data(), cfg_.base.rms_eps, out);
 }
 
+std::vector<const kernels::WeightView*> MiniMaxModel::matrices() const {
+  std::vector<const kernels::WeightView*> out = {&lm_head_};
+  auto mlp = [&](const MlpWeights& m) { out.insert(out.end(), {&m.gate, &m.up, &m.down}); };
+  for (const auto& L : layers_) {
+    out.insert(out.end(), {&L.q, &L.k, &L.v, &L.o});
+    if (L.sparse) out.insert(out.end(), {&L.index_q, &L.index_k});
+    if (!L.moe) {
+      mlp(L.mlp);
+      continue;
+    }
+    out.push_back(&L.moe_weights.router);
+    for (const auto& e : L.moe_weights.experts) mlp(e);
+    if (L.moe_weights.has_shared) mlp(L.moe_weights.shared);
+  }
+  return out;
+}
+
 size_t MiniMaxModel::weight_bytes_per_token() const {
   size_t total = lm_head_.nbytes();
   for (const auto& L : layers_) {

@@ -36,6 +36,7 @@ class MiniMaxModel : public Model {
   bool supports_token_trees() const override { return !cfg_.any_sparse(); }
   // Active-parameter bytes: attention, dense MLPs, router, shared expert and top_k experts.
   size_t weight_bytes_per_token() const override;
+  std::vector<const kernels::WeightView*> matrices() const override;
 
   // Records every MSA block selection of the following forwards (nullptr stops).
   void trace_msa(std::vector<MsaSelection>* trace) { msa_trace_ = trace; }

@@ -1,0 +1,33 @@
+#include "kernels/bf16_pairs.h"
+
+#include <algorithm>
+#include <cstring>
+
+namespace eaglet::kernels {
+
+std::vector<uint8_t> pack_bf16_pairs(const bf16_t* w, int64_t rows, int64_t K) {
+  std::vector<uint8_t> out(bf16_pairs_bytes(rows, K), 0);
+  auto* p = reinterpret_cast<bf16_t*>(out.data());
+  const int64_t lines = pairs_padded_k(K) / 2;
+  for (int64_t r = 0; r < rows; ++r) {  // row r's pairs land 16 pairs apart in its block
+    bf16_t* dst = p + ((r / kPairRows) * lines * kPairRows + r % kPairRows) * 2;
+    const bf16_t* src = w + r * K;
+    for (int64_t k = 0; k + 1 < K; k += 2) {
+      dst[k / 2 * kPairRows * 2] = src[k];
+      dst[k / 2 * kPairRows * 2 + 1] = src[k + 1];
+    }
+    if (K % 2) dst[(K / 2) * kPairRows * 2] = src[K - 1];
+  }
+  return out;
+}
+
+void bf16_pairs_activations(const float* x, int64_t M, int64_t K, bf16_t* out) {
+  const int64_t Kp = pairs_padded_k(K);
+  for (int64_t m = 0; m < M; ++m) {
+    for (int64_t k = 0; k < K; ++k) out[m * Kp + k] = f32_to_bf16(x[m * K + k]);
+    std::fill(out + m * Kp + K, out + (m + 1) * Kp, bf16_t(0));
+  }
+  std::fill(out + M * Kp, out + pairs_round_up(M, kPairRows) * Kp, bf16_t(0));
+}
+
+}  // namespace eaglet::kernels

@@ -1,0 +1,236 @@
+// The BF16 pairs layout and the tile kernel (tile_matmul.inl): over the portable tile model on
+// every machine (bitwise the scalar reference of the layout, batch invariant, through dispatch and
+// a whole model), and the real AMX kernel against it where AMX exists.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <random>
+
+#include "core/cpu_features.h"
+#include "core/thread_pool.h"
+#include "engine/model_bundle.h"
+#include "io/safetensors.h"
+#include "kernels/bf16_pairs.h"
+#include "kernels/isa_table.h"
+#include "kernels/ops.h"
+#include "kernels/pack.h"
+#include "support/greedy_check.h"
+#include "support/synthetic_eagle3.h"
+#include "support/test_util.h"
+
+namespace eaglet {
+namespace {
+
+using namespace kernels;
+
+struct Problem {
+  int64_t M, K, N;
+  std::vector<float> x;
+  std::vector<bf16_t> w;  // row-major [N, K]
+  std::vector<uint8_t> packed;
+  std::vector<bf16_t> xb;  // the padded BF16 activations
+
+  Problem(int64_t m, int64_t k, int64_t n, unsigned seed) : M(m), K(k), N(n) {
+    std::mt19937 rng(seed);
+    std::uniform_real_distribution<float> u(-1.0f, 1.0f);
+    x.resize(size_t(M * K));
+    w.resize(size_t(N * K));
+    for (float& v : x) v = u(rng);
+    for (bf16_t& v : w) v = f32_to_bf16(u(rng));
+    packed = pack_bf16_pairs(w.data(), N, K);
+    xb.resize(bf16_pairs_activation_count(M, K));
+    bf16_pairs_activations(x.data(), M, K, xb.data());
+  }
+  std::vector<float> run(MatmulBf16PairsFn fn, int64_t n0, int64_t n1) const {
+    std::vector<float> y(size_t(M * N), NAN);
+    fn(xb.data(), M, K, packed.data(), n0, n1, y.data(), N);
+    return y;
+  }
+};
+
+const std::vector<int64_t> kMs = {1, 2, 15, 16, 17, 31, 32, 33, 64};
+const std::vector<int64_t> kKs = {2, 31, 32, 33, 90, 128};
+const std::vector<int64_t> kNs = {1, 16, 17, 40, 64};
+
+TEST(Bf16Pairs, PackingKeepsEveryElementAndZeroesThePadding) {
+  for (int64_t K : kKs)
+    for (int64_t N : kNs) {
+      Problem p(1, K, N, unsigned(K * 100 + N));
+      ASSERT_EQ(p.packed.size(), bf16_pairs_bytes(N, K));
+      const auto* q = reinterpret_cast<const bf16_t*>(p.packed.data());
+      size_t nonzero_slots = 0;
+      for (size_t i = 0; i < p.packed.size() / 2; ++i) nonzero_slots += q[i] != 0;
+      size_t nonzero_weights = 0;
+      for (bf16_t v : p.w) nonzero_weights += v != 0;
+      EXPECT_EQ(nonzero_slots, nonzero_weights) << "padding is not zero (K " << K << ", N " << N << ")";
+      WeightView v{DType::BF16, p.packed.data(), N, K};
+      v.layout = Layout::Bf16Pairs16;
+      EXPECT_EQ(v.nbytes(), p.packed.size());
+      std::vector<float> row(static_cast<size_t>(K));
+      for (int64_t r = 0; r < N; ++r) {
+        read_row(v, r, row.data());
+        for (int64_t k = 0; k < K; ++k) ASSERT_EQ(row[size_t(k)], bf16_to_f32(p.w[size_t(r * K + k)])) << r << "," << k;
+      }
+    }
+}
+
+TEST(Bf16Pairs, ActivationsArePaddedWithZeros) {
+  const int64_t M = 17, K = 33;
+  Problem p(M, K, 16, 3);
+  ASSERT_EQ(p.xb.size(), size_t(32 * 64));
+  for (int64_t m = 0; m < 32; ++m)
+    for (int64_t k = 0; k < 64; ++k) {
+      const bf16_t want = m < M && k < K ? f32_to_bf16(p.x[size_t(m * K + k)]) : bf16_t(0);
+      ASSERT_EQ(p.xb[size_t(m * 64 + k)], want) << m << "," << k;
+    }
+}
+
+// The tile kernel over the model does exactly the scalar reference's arithmetic, for every shape
+// and column range (ranges start on a 16-row block, as dispatch splits them).
+TEST(TileModel, BitwiseTheScalarReferenceOnEveryShape) {
+  const IsaTable& ref = scalar_table();
+  const IsaTable& model = tile_model_table();
+  ASSERT_EQ(model.bf16_layout, Layout::Bf16Pairs16);
+  for (int64_t M : kMs)
+    for (int64_t K : kKs)
+      for (int64_t N : kNs) {
+        Problem p(M, K, N, unsigned(M * 10000 + K * 100 + N));
+        for (auto [n0, n1] : {std::pair<int64_t, int64_t>{0, N}, {N > 16 ? 16 : 0, N}, {0, N > 16 ? 16 : N}}) {
+          const auto want = p.run(ref.matmul_bf16_pairs, n0, n1);
+          const auto got = p.run(model.matmul_bf16_pairs, n0, n1);
+          for (int64_t m = 0; m < M; ++m)
+            for (int64_t n = 0; n < N; ++n) {
+              const size_t i = size_t(m * N + n);
+              if (n < n0 || n >= n1) ASSERT_TRUE(std::isnan(got[i])) << "wrote outside its columns";
+              else ASSERT_EQ(got[i], want[i]) << "M " << M << " K " << K << " N " << N << " at " << m << "," << n;
+            }
+        }
+      }
+}
+
+// The layout computes the matmul it stands for: within float rounding of the row-major BF16 one.
+TEST(TileModel, MatchesTheRowMajorMatmul) {
+  for (int64_t K : {31, 128, 257}) {
+    Problem p(5, K, 40, unsigned(K));
+    const auto got = p.run(tile_model_table().matmul_bf16_pairs, 0, 40);
+    std::vector<bf16_t> xr(p.x.size());
+    for (size_t i = 0; i < xr.size(); ++i) xr[i] = f32_to_bf16(p.x[i]);
+    std::vector<float> want(got.size());
+    scalar_table().matmul_bf16_bf16(xr.data(), 5, K, p.w.data(), 0, 40, want.data(), 40);
+    for (size_t i = 0; i < got.size(); ++i) ASSERT_NEAR(got[i], want[i], 1e-4 * K) << i;
+  }
+}
+
+// The engine's matmuls on packed weights: plain, grouped and gated, 1 and 2 threads, every row
+// bitwise what a one-row call gives (the property greedy speculation relies on).
+class PackedDispatch : public ::testing::Test {
+ protected:
+  void SetUp() override { set_table_override(&tile_model_table()); }
+  void TearDown() override { set_table_override(nullptr); }
+};
+
+TEST_F(PackedDispatch, BatchesThreadsAndGroupsAreBitwiseInvariant) {
+  const int64_t M = 37, K = 96, N = 200;
+  Problem p(M, K, N, 11);
+  const WeightView raw{DType::BF16, p.w.data(), N, K};
+  PackedWeight packed = pack(raw);
+  ASSERT_EQ(packed.view.layout, Layout::Bf16Pairs16);
+  EXPECT_EQ(kernel_name(packed.view, active_table()), "amx-model bf16");
+  std::vector<float> one(static_cast<size_t>(N)), want(static_cast<size_t>(M * N));
+  ThreadPool single(1), dual(2);
+  for (int64_t m = 0; m < M; ++m) {
+    matmul(single, p.x.data() + m * K, 1, packed.view, one.data());
+    std::copy(one.begin(), one.end(), want.begin() + m * N);
+  }
+  for (ThreadPool* pool : {&single, &dual}) {
+    std::vector<float> y(size_t(M * N));
+    matmul(*pool, p.x.data(), M, packed.view, y.data());
+    EXPECT_EQ(y, want) << pool->size() << " threads";
+    std::vector<float> g(size_t(M * N)), u(size_t(M * N));
+    matmul_gated(*pool, p.x.data(), M, packed.view, packed.view, g.data(), u.data(),
+                 [](const float* a, const float*, float* o, int64_t n) { std::copy(a, a + n, o); });
+    EXPECT_EQ(g, want);
+    EXPECT_EQ(u, want);
+    std::vector<float> y1(size_t(5 * N)), y2(size_t(M * N));
+    const MatmulJob jobs[] = {{p.x.data() + 3 * K, 5, &packed.view, y1.data()}, {p.x.data(), M, &packed.view, y2.data()}};
+    matmul_grouped(*pool, jobs, 2);
+    EXPECT_EQ(y2, want);
+    EXPECT_TRUE(std::equal(y1.begin(), y1.end(), want.begin() + 3 * N));
+  }
+}
+
+TEST_F(PackedDispatch, EmbeddingRowsReadThePackedLayout) {
+  Problem p(1, 40, 50, 5);
+  PackedWeight packed = pack(WeightView{DType::BF16, p.w.data(), 50, 40});
+  const int ids[] = {0, 17, 49};
+  std::vector<float> out(3 * 40);
+  embedding_rows(packed.view, ids, 3, out.data());
+  for (int i = 0; i < 3; ++i)
+    for (int k = 0; k < 40; ++k) ASSERT_EQ(out[size_t(i * 40 + k)], bf16_to_f32(p.w[size_t(ids[i] * 40 + k)]));
+}
+
+// A whole BF16 model and draft loaded under the tile model: weights packed at load, and every
+// draft shape's greedy output equal to plain greedy decoding through the tile kernel.
+TEST_F(PackedDispatch, SpeculativeGreedyEqualsPlainGreedyOnTheTileModel) {
+  EAGLET_REQUIRE_SHARED();
+  test::TempDir dir;
+  const std::string model_dir = dir.file("target");
+  test::write_bf16_copy(test::shared_dir() + "/models/stories260K-hf", model_dir);
+  ModelBundle b = load_bundle(model_dir);
+  ASSERT_EQ(b.model->lm_head().layout, Layout::Bf16Pairs16) << "the target's weights were not packed at load";
+  test::DraftSpec ds;
+  ds.hidden = ds.target_hidden = 64;
+  ds.vocab = ds.draft_vocab = 512;
+  ds.heads = 4, ds.kv_heads = 4, ds.head_dim = 16, ds.intermediate = 96;
+  ds.dtype = DType::BF16;
+  test::write_draft(dir.file("draft"), ds);
+  std::vector<std::vector<int>> prompts;
+  for (const char* s : {"Once upon a time", "Lily and Tom", "The cat sat", "One day"}) prompts.push_back(b.tokenizer.encode(s));
+  SpecOptions eagle;
+  eagle.draft_dir = dir.file("draft");
+  test::expect_greedy_equal(*b.model, b.tokenizer, b.eos_ids, prompts, eagle, 24,
+                            {"k=1", "k=3", "topk=4,depth=3,budget=12", "auto"});
+}
+
+// The real AMX kernel, where this CPU has it: within rounding of the tile model, and bitwise batch
+// invariant for M = 1..64 on 1 and 2 threads.
+class AmxKernel : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    if (best_supported_isa() != Isa::Amx)
+      GTEST_SKIP() << "this CPU has no usable AMX-BF16 (best here: " << isa_name(best_supported_isa()) << ")";
+    ASSERT_STREQ(amx_table().name, "amx") << "AMX is granted but its kernels are off (see the log)";
+  }
+};
+
+TEST_F(AmxKernel, AgreesWithTheTileModel) {
+  for (int64_t M : kMs)
+    for (int64_t K : kKs)
+      for (int64_t N : kNs) {
+        Problem p(M, K, N, unsigned(M * 10000 + K * 100 + N));
+        const auto want = p.run(tile_model_table().matmul_bf16_pairs, 0, N);
+        const auto got = p.run(amx_table().matmul_bf16_pairs, 0, N);
+        for (size_t i = 0; i < got.size(); ++i)
+          ASSERT_NEAR(got[i], want[i], 1e-5 * (1 + K)) << "M " << M << " K " << K << " N " << N << " element " << i;
+      }
+}
+
+TEST_F(AmxKernel, BatchInvariantOverRowsAndThreads) {
+  set_table_override(&amx_table());
+  const int64_t K = 256, N = 288;
+  Problem p(64, K, N, 21);
+  PackedWeight packed = pack(WeightView{DType::BF16, p.w.data(), N, K});
+  ThreadPool single(1), dual(2);
+  std::vector<float> one(size_t(64 * N));
+  for (int64_t m = 0; m < 64; ++m) matmul(single, p.x.data() + m * K, 1, packed.view, one.data() + m * N);
+  for (int64_t M = 1; M <= 64; ++M)
+    for (ThreadPool* pool : {&single, &dual}) {
+      std::vector<float> y(size_t(M * N));
+      matmul(*pool, p.x.data(), M, packed.view, y.data());
+      ASSERT_TRUE(std::equal(y.begin(), y.end(), one.begin())) << "M " << M << ", " << pool->size() << " threads";
+    }
+  set_table_override(nullptr);
+}
+
+}  // namespace
+}  // namespace eaglet
