@@ -30,6 +30,17 @@ std::vector<std::string> sorted_lines(const std::string& path) {
   return out;
 }
 
+// `eaglet regen` needs no libtorch: it exists in every build (the sanitizer builds have no trainer).
+TEST(Regen, TheCommandRunsInEveryBuild) {
+  test::TempDir d;
+  test::write_text(d.file("data.txt"), "One story.\nAnother story.\n");
+  const auto r = test::run_command(test::eaglet_binary() + " regen --data " + d.file("data.txt") + " -o " +
+                                   d.file("out.jsonl") + " --max-new-tokens 4 --json 2>&1");
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_NE(r.output.find("\"samples\":2"), std::string::npos) << r.output;
+  EXPECT_EQ(sorted_lines(d.file("out.jsonl")).size(), 2u);
+}
+
 TEST(Regen, ResumesAfterInterruptionWithIdenticalOutput) {
   test::TempDir d;
   std::string texts;

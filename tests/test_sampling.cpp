@@ -4,7 +4,7 @@
 
 #include "core/error.h"
 #include "engine/output_tracker.h"
-#include "engine/sampler.h"
+#include "sampling/sampler.h"
 #include "support/test_util.h"
 #include "tokenizer/tokenizer.h"
 

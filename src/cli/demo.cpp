@@ -13,7 +13,7 @@
 
 #include "cli/bench_runner.h"
 #include "cli/commands.h"
-#include "engine/sampler.h"
+#include "sampling/sampler.h"
 #include "core/thread_pool.h"
 #include "engine/prompt_dataset.h"
 #include "io/mapped_file.h"

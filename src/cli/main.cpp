@@ -108,10 +108,10 @@ int main(int argc, char** argv) {
   eaglet::cli::add_generate(app);
   eaglet::cli::add_bench(app);
   eaglet::cli::add_perplexity(app);
-#ifdef EAGLET_WITH_TRAINER
-  eaglet::cli::add_train(app);
   eaglet::cli::add_regen(app);
   eaglet::cli::add_infer_worker(app);
+#ifdef EAGLET_WITH_TRAINER
+  eaglet::cli::add_train(app);
   eaglet::cli::add_demo(app);
 #endif
   eaglet::cli::add_serve(app);

@@ -1,5 +1,7 @@
 #include "cli/report.h"
 
+#include <cstdio>
+
 #include <algorithm>
 
 namespace eaglet::cli {
@@ -32,6 +34,10 @@ nlohmann::json spec_json(const SpecMetrics& m) {
           {"target_seconds", m.target_seconds},
           {"draft_seconds", m.draft_seconds},
           {"verify_seconds", m.verify_seconds}};
+}
+
+void print_summary(bool json, const nlohmann::json& j, const std::string& line) {
+  std::puts(json ? j.dump().c_str() : line.c_str());
 }
 
 }  // namespace eaglet::cli

@@ -75,7 +75,7 @@ struct EngineCore::Seq {
 };
 
 EngineCore::EngineCore(ThreadPool& pool, Model& target, const Tokenizer& tok, const SpecSetup& spec,
-                       EngineOptions opts, ServingMetrics* metrics)
+                       EngineOptions opts, EngineObserver* metrics)
     : pool_(pool), target_(target), tok_(tok), spec_(spec), opts_(opts), metrics_(metrics) {
   const auto& cfg = target_.config();
   if (opts_.max_model_len <= 0 || opts_.max_model_len > cfg.max_position) opts_.max_model_len = cfg.max_position;

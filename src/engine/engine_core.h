@@ -13,8 +13,8 @@
 #include <vector>
 
 #include "engine/sample_sink.h"
-#include "runtime/request.h"
-#include "runtime/serving_metrics.h"
+#include "engine/request.h"
+#include "engine/engine_observer.h"
 #include "speculation/metrics.h"
 #include "speculation/spec_setup.h"
 
@@ -33,7 +33,7 @@ class EngineCore {
   // Every forward (target and draft) runs on `pool`, the engine's execution context. `metrics`
   // (optional) receives the serving counters; `pool` and `spec` must outlive the engine.
   EngineCore(ThreadPool& pool, Model& target, const Tokenizer& tok, const SpecSetup& spec, EngineOptions opts,
-             ServingMetrics* metrics = nullptr);
+             EngineObserver* metrics = nullptr);
   ~EngineCore();
   const EngineOptions& options() const { return opts_; }
 
@@ -76,7 +76,7 @@ class EngineCore {
   const Tokenizer& tok_;
   const SpecSetup& spec_;
   EngineOptions opts_;
-  ServingMetrics* metrics_;
+  EngineObserver* metrics_;
   std::unique_ptr<KvCache> cache_;
   std::unique_ptr<Proposer> proposer_;
   std::unique_ptr<DraftPolicy> policy_;

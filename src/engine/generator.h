@@ -7,8 +7,9 @@
 #include <vector>
 
 #include "engine/output_tracker.h"
-#include "engine/sampler.h"
+#include "sampling/sampler.h"
 #include "models/model.h"
+#include "models/prefill.h"
 
 namespace eaglet {
 
@@ -43,9 +44,6 @@ class EngineCore;
 class SpecSetup;
 struct SpecMetrics;
 
-// Blocks in a cache sized for one sequence of `tokens` tokens.
-int64_t kv_blocks_for(int64_t tokens, int block_size = 16);
-
 // Runs `req` on an idle engine until it finishes.
 GenerationResult run_request(EngineCore& engine, const GenerationRequest& req);
 // An engine on `pool` sized for this one request (speculative with `spec` when enabled);
@@ -55,10 +53,5 @@ GenerationResult generate(ThreadPool& pool, Model& model, const Tokenizer& tok, 
 
 // Seconds on a monotonic clock, for the stats above.
 double monotonic_seconds();
-
-// Runs the prompt through the model in chunks; returns the last position's logits [vocab].
-// `tap_layers`/`taps` (optional) collect hidden-state taps for every prompt token.
-std::vector<float> prefill(ThreadPool& pool, Model& model, KvCache& cache, SeqId seq, const std::vector<int>& ids, int chunk,
-                           const std::vector<int>& tap_layers = {}, std::vector<float>* taps = nullptr);
 
 }  // namespace eaglet

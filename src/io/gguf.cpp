@@ -5,7 +5,7 @@
 #include <algorithm>
 
 #include "core/error.h"
-#include "kernels/ggml_quant.h"
+#include "io/gguf_types.h"
 
 namespace eaglet {
 
@@ -115,7 +115,7 @@ GgufFile::GgufFile(const std::string& path) : file_(std::make_unique<MappedFile>
       count *= int64_t(n);
     }
     t.type = r.get<uint32_t>();
-    const kernels::GgmlTypeInfo* info = kernels::ggml_type_info(t.type);
+    const GgmlTypeInfo* info = ggml_type_info(t.type);
     if (!info) fail("{}: tensor '{}' has unknown GGUF type {}", path, t.name, t.type);
     if (t.dims[0] % info->block_weights != 0)
       fail("{}: tensor '{}' ({}) has rows of {} weights, not whole blocks of {}", path, t.name, info->name, t.dims[0],

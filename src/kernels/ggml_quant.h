@@ -1,4 +1,4 @@
-// llama.cpp's GGUF tensor types: their ids, block sizes and byte layouts, decoded exactly as
+// llama.cpp's GGUF block types: their byte layouts, decoded exactly as
 // ggml defines them (ggml-common.h / ggml-quants.c), and the round-to-nearest quantisers eaglet
 // uses to quantise safetensors weights on load. Blocks run along a row (the input dimension);
 // all scales are IEEE half precision.
@@ -16,32 +16,15 @@
 #include <cstdint>
 
 #include "core/dtype.h"
+#include "io/gguf_types.h"
 
 namespace eaglet::kernels {
 
-enum class GgmlType : uint32_t {
-  F32 = 0,
-  F16 = 1,
-  Q4_0 = 2,
-  Q8_0 = 8,
-  Q4_K = 12,
-  Q6_K = 14,
-  BF16 = 30,
-};
-
-struct GgmlTypeInfo {
-  const char* name;
-  int64_t block_weights;  // weights per block (1 for plain floats)
-  size_t block_bytes;
-  bool supported;  // whether eaglet decodes it (the others are named in errors)
-};
-// Any GGUF type id (including the ones eaglet does not decode); nullptr for ids ggml lacks.
-const GgmlTypeInfo* ggml_type_info(uint32_t type);
-// Bytes of one row of `cols` weights of a supported type in GGUF layout.
-inline size_t ggml_row_bytes(GgmlType type, int64_t cols) {
-  const GgmlTypeInfo* info = ggml_type_info(uint32_t(type));
-  return size_t(cols / info->block_weights) * info->block_bytes;
-}
+// The GGUF file's type table lives with the format (io/gguf_types.h); the kernels name it too.
+using ::eaglet::ggml_row_bytes;
+using ::eaglet::ggml_type_info;
+using ::eaglet::GgmlType;
+using ::eaglet::GgmlTypeInfo;
 
 #pragma pack(push, 1)
 struct BlockQ8_0 {

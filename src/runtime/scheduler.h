@@ -12,6 +12,7 @@
 
 #include "engine/engine_core.h"
 #include "engine/model_bundle.h"
+#include "runtime/serving_metrics.h"
 
 namespace eaglet {
 

@@ -10,6 +10,7 @@
 #include <utility>
 #include <vector>
 
+#include "engine/engine_observer.h"
 #include "speculation/metrics.h"
 
 namespace eaglet {
@@ -31,24 +32,15 @@ class Histogram {
 // A Prometheus label value: backslash, double quote and newline escaped.
 std::string prometheus_label_value(const std::string& v);
 
-// When a request passed each stage of its life, for the per-request latency histograms.
-struct RequestTimes {
-  using time_point = std::chrono::steady_clock::time_point;
-  time_point arrival, scheduled, first_token, finished;
-  bool has_first_token = false;  // a request aborted before its first token has no prefill/decode split
-  int64_t prompt_tokens = 0, generation_tokens = 0;
-};
-
-class ServingMetrics {
+class ServingMetrics : public EngineObserver {
  public:
   explicit ServingMetrics(std::string prefix = "vllm");
-  void request_finished(const std::string& reason, const RequestTimes& t);
-  void tokens(int64_t prompt, int64_t generation);
-  void time_to_first_token(double s);
-  void inter_token_latency(double s);
-  void iteration(int64_t tokens);  // tokens one engine step ran through the target
-  // One verified draft (chain or tree) of `drafted` tokens and `depth` levels.
-  void spec_step(int drafted, int accepted, int depth = -1);
+  void request_finished(const std::string& reason, const RequestTimes& t) override;
+  void tokens(int64_t prompt, int64_t generation) override;
+  void time_to_first_token(double s) override;
+  void inter_token_latency(double s) override;
+  void iteration(int64_t tokens) override;
+  void spec_step(int drafted, int accepted, int depth) override;
   void set_gauges(int running, int waiting, double kv_usage);
   // Labels of the cache_config_info gauge (block_size, num_gpu_blocks, ...), as vLLM exposes them.
   void set_cache_config(std::vector<std::pair<std::string, std::string>> labels);
@@ -61,7 +53,7 @@ class ServingMetrics {
   void set_online_training(const OnlineTraining& t);
   // The draft version serving from now on; spec_step() counts per version. A swap or a rollback
   // counts one of each kind.
-  void set_draft_version(int version);
+  void set_draft_version(int version) override;
   void count_draft_swap();
   void count_draft_rollback();
   // Speculation counters of one draft version (empty when it never served).

@@ -6,7 +6,7 @@
 #include <vector>
 
 #include "engine/output_tracker.h"
-#include "engine/sampler.h"
+#include "sampling/sampler.h"
 #include "tokenizer/chat_template.h"
 
 namespace eaglet {

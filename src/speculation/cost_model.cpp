@@ -13,7 +13,7 @@
 #include "core/cpu_features.h"
 #include "core/error.h"
 #include "core/thread_pool.h"
-#include "engine/generator.h"
+#include "models/prefill.h"
 
 namespace eaglet {
 

@@ -12,7 +12,7 @@
 #pragma once
 #include <vector>
 
-#include "engine/sampler.h"
+#include "sampling/sampler.h"
 #include "speculation/draft_tree.h"
 
 namespace eaglet {

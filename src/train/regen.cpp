@@ -11,7 +11,7 @@
 #include "core/error.h"
 #include "engine/engine_core.h"
 #include "engine/generator.h"
-#include "engine/sampler.h"
+#include "sampling/sampler.h"
 #include "io/mapped_file.h"
 #include "train/chat_data.h"
 #include "train/dataset.h"

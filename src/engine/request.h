@@ -8,7 +8,7 @@
 #include <vector>
 
 #include "engine/output_tracker.h"
-#include "engine/sampler.h"
+#include "sampling/sampler.h"
 
 namespace eaglet {
 
