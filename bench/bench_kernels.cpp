@@ -215,7 +215,8 @@ void run_ggml(benchmark::State& state, kernels::GgmlType type) {
   std::vector<float> x(size_t(M * K), 0.5f), y(size_t(M * N));
   int64_t i = 0;
   for (auto _ : state) {
-    const kernels::WeightView v{DType::U8, bytes.data() + (i++ % count) * bytes_per, N, K, q};
+    kernels::WeightView v{DType::U8, bytes.data() + (i++ % count) * bytes_per, N, K, q};
+    v.layout = kernels::Layout::Rows8;  // interleaved above, as kernels::pack lays them out
     kernels::matmul(pool, x.data(), M, v, y.data());
     benchmark::DoNotOptimize(y.data());
   }
