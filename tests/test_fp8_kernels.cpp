@@ -17,12 +17,15 @@ namespace {
 
 using kernels::QuantScheme;
 
-std::vector<Isa> all_isas() {
-  std::vector<Isa> out;
-  for (Isa i : {Isa::Scalar, Isa::Avx2, Isa::Avx512, Isa::Avx512Bf16})
-    if (int(i) <= int(best_supported_isa())) out.push_back(i);
-  return out;
-}
+// One test per kernel ISA: an ISA this CPU lacks is reported as skipped, with the reason.
+class Fp8On : public ::testing::TestWithParam<Isa> {
+ protected:
+  void SetUp() override {
+    if (int(GetParam()) > int(best_supported_isa()))
+      GTEST_SKIP() << "this CPU has no " << isa_name(GetParam()) << " (best here: " << isa_name(best_supported_isa()) << ")";
+  }
+};
+std::string isa_param_name(const ::testing::TestParamInfo<Isa>& i) { return isa_name(i.param); }
 
 // The OCP e4m3fn definition, written independently of kernels/quant.cpp.
 double e4m3_definition(int code) {
@@ -48,7 +51,8 @@ TEST(Fp8, EveryE4m3AndE8m0CodeDecodesExactly) {
   }
 }
 
-TEST(Fp8, SimdMatmulsDecodeEveryCodeExactly) {
+TEST_P(Fp8On, SimdMatmulsDecodeEveryCodeExactly) {
+  const Isa isa = GetParam();
   // W holds each e4m3 code once (NaN codes apart), MXFP8 scale 2^0; x = one-hot rows, so y = W^T
   // exactly: one product by 1 and additions of zeros.
   const int64_t N = 8, K = 32;
@@ -58,7 +62,7 @@ TEST(Fp8, SimdMatmulsDecodeEveryCodeExactly) {
   std::vector<float> x(size_t(K * K), 0.0f);
   for (int64_t k = 0; k < K; ++k) x[size_t(k * K + k)] = 1.0f;
   kernels::Fp8Scales mx{QuantScheme::Mxfp8, unit_scales.data(), K};
-  for (Isa isa : all_isas()) {
+  {
     const auto& t = kernels::table_for(isa);
     std::vector<float> y(size_t(K * N));
     t.matmul_fp8(x.data(), K, K, w.data(), mx, 0, N, y.data(), N);
@@ -110,7 +114,8 @@ Fp8Matrix random_fp8(int64_t N, int64_t K, uint64_t seed) {
   return m;
 }
 
-TEST(Fp8, MatmulMatchesScalarAndIsBatchInvariant) {
+TEST_P(Fp8On, MatmulMatchesScalarAndIsBatchInvariant) {
+  const Isa isa = GetParam();
   const auto& ref = kernels::scalar_table();
   uint64_t seed = 7;
   for (QuantScheme q : {QuantScheme::Mxfp8, QuantScheme::Fp8Block128})
@@ -126,7 +131,7 @@ TEST(Fp8, MatmulMatchesScalarAndIsBatchInvariant) {
             for (int64_t n = 0; n < N; ++n)
               for (int64_t k = 0; k < K; ++k)
                 absdot[size_t(m * N + n)] += std::fabs(x[size_t(m * K + k)] * kernels::e4m3_to_f32(w.codes[size_t(n * K + k)]) * s.scale(n, k));
-          for (Isa isa : all_isas()) {
+          {
             const auto& t = kernels::table_for(isa);
             std::vector<float> got(size_t(M * N));
             t.matmul_fp8(x.data(), M, K, w.codes.data(), s, 0, N, got.data(), N);
@@ -141,14 +146,15 @@ TEST(Fp8, MatmulMatchesScalarAndIsBatchInvariant) {
         }
 }
 
-TEST(Fp8, OneNanCodeSpoilsOnlyItsRowAndAnyRowRangeGivesTheSameBits) {
+TEST_P(Fp8On, OneNanCodeSpoilsOnlyItsRowAndAnyRowRangeGivesTheSameBits) {
+  const Isa isa = GetParam();
   // The AVX2 kernel notices NaN codes per block of rows and recomputes that block exactly: the row
   // with the NaN code must come out NaN, its neighbours bit for bit as without it, and a split of
   // the rows (as threads split them) must not change any output.
   const int64_t N = 130, K = 96, M = 6;
   Fp8Matrix w = random_fp8(N, K, 99);
   const auto x = test::random_normal(size_t(M * K), 1.0f, 100);
-  for (Isa isa : all_isas()) {
+  {
     const auto& t = kernels::table_for(isa);
     for (QuantScheme q : {QuantScheme::Mxfp8, QuantScheme::Fp8Block128}) {
       const kernels::Fp8Scales s = w.view(q, N, K).fp8_scales();
@@ -172,6 +178,9 @@ TEST(Fp8, OneNanCodeSpoilsOnlyItsRowAndAnyRowRangeGivesTheSameBits) {
     }
   }
 }
+
+INSTANTIATE_TEST_SUITE_P(Isa, Fp8On, ::testing::Values(Isa::Scalar, Isa::Avx2, Isa::Avx512, Isa::Avx512Bf16, Isa::Amx),
+                         isa_param_name);
 
 TEST(Fp8, GroupedMatmulEqualsSeparateMatmuls) {
   // Experts of different sizes, some with no tokens, through every weight dtype.
