@@ -72,19 +72,14 @@ class PreparedMatmul {
     const bool shared = same_x && same_x->x_ == x && same_x->M_ == M && same_x->w_.cols == w.cols;
     pairs_ = w.layout == Layout::Bf16Pairs16;
     bf16_dot_ = !pairs_ && w.dtype == DType::BF16 && t.matmul_bf16_bf16;
-    if (pairs_) {
-      if (shared && same_x->pairs_) xb_ = same_x->xb_;
-      else {
-        bf16_t* xb = activation_buffer<bf16_t>(slot, bf16_pairs_activation_count(M, w.cols));
-        bf16_pairs_activations(x, M, w.cols, xb);
-        xb_ = xb;
-      }
-    }
-    if (bf16_dot_) {
-      if (shared && same_x->bf16_dot_) xb_ = same_x->xb_;
-      else {
-        bf16_t* xb = activation_buffer<bf16_t>(slot, size_t(M * w.cols));
-        for (int64_t i = 0; i < M * w.cols; ++i) xb[i] = f32_to_bf16(x[i]);
+    if (pairs_ || bf16_dot_) {  // BF16 activations (the pairs kernels read them zero-padded)
+      if (shared && same_x->pairs_ == pairs_ && same_x->bf16_dot_ == bf16_dot_) {
+        xb_ = same_x->xb_;
+      } else {
+        bf16_t* xb = activation_buffer<bf16_t>(
+            slot, pairs_ ? bf16_pairs_activation_count(M, w.cols) : size_t(M * w.cols));
+        if (pairs_) bf16_pairs_activations(x, M, w.cols, xb);
+        else for (int64_t i = 0; i < M * w.cols; ++i) xb[i] = f32_to_bf16(x[i]);
         xb_ = xb;
       }
     }
