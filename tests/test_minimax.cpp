@@ -97,17 +97,19 @@ TEST_P(MiniMaxVsReference, LogitsTapsAndBlockSetsMatch) {
   const Variant v = GetParam();
   test::TempDir dir;
   test::write_synthetic_minimax(dir.path(), v.variant, v.quant);
+  // F32 activations: the best ISA below AVX512_BF16. Its BF16 dot products (and AMX's) round
+  // activations to BF16 (as GPU engines do); on random MoE models that flips near-tied routing
+  // decisions, so those paths are held to the scalar kernels instead (test_kernels,
+  // test_fp8_kernels, test_tile_kernels). Set before loading: the weights are packed for the
+  // table active at load (AMX's pairs layout would keep its BF16 activations).
+  const Isa saved = active_isa();
+  set_active_isa(std::min(best_supported_isa(), Isa::Avx512));
   auto model = load_model(dir.path());
   const ModelConfig& c = model->config();
   // 300 tokens > top-k (2) x 128: from position 256 on the selection drops a block.
   const auto tokens = long_prompt(300, c.vocab);
   const std::vector<int> taps = {0, 2, c.num_layers};
   const Reference ref = run_reference(dir.path(), tokens, taps, c.vocab, c.hidden);
-  // F32 activations: the best ISA below AVX512_BF16. Its BF16 dot products round activations to
-  // BF16 (as GPU engines do); on random MoE models that flips near-tied routing decisions, so
-  // those paths are held to the scalar kernels instead (test_kernels, test_fp8_kernels).
-  const Isa saved = active_isa();
-  set_active_isa(std::min(best_supported_isa(), Isa::Avx512));
   const EagletRun run = run_eaglet(*model, tokens, taps, {100, 120, 50});  // then 30 decode steps
   set_active_isa(saved);
   expect_rel_close(run.logits, ref.logits, 1e-3, v.variant + "/" + v.quant + " logits");
