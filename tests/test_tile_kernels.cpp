@@ -50,7 +50,7 @@ struct Problem {
 
 const std::vector<int64_t> kMs = {1, 2, 15, 16, 17, 31, 32, 33, 64};
 const std::vector<int64_t> kKs = {2, 31, 32, 33, 90, 128};
-const std::vector<int64_t> kNs = {1, 16, 17, 40, 64};
+const std::vector<int64_t> kNs = {1, 16, 17, 40, 64, 80, 130};  // 1..9 blocks: every sweep remainder
 
 TEST(Bf16Pairs, PackingKeepsEveryElementAndZeroesThePadding) {
   for (int64_t K : kKs)
@@ -75,13 +75,14 @@ TEST(Bf16Pairs, PackingKeepsEveryElementAndZeroesThePadding) {
 }
 
 TEST(Bf16Pairs, ActivationsArePaddedWithZeros) {
-  const int64_t M = 17, K = 33;
+  const int64_t M = 17, K = 33, ld = 64 + 32;  // K padded to 64, plus one cache line per row
+  ASSERT_EQ(bf16_pairs_activation_stride(K), ld);
   Problem p(M, K, 16, 3);
-  ASSERT_EQ(p.xb.size(), size_t(32 * 64));
+  ASSERT_EQ(p.xb.size(), size_t(32 * ld));
   for (int64_t m = 0; m < 32; ++m)
-    for (int64_t k = 0; k < 64; ++k) {
+    for (int64_t k = 0; k < ld; ++k) {
       const bf16_t want = m < M && k < K ? f32_to_bf16(p.x[size_t(m * K + k)]) : bf16_t(0);
-      ASSERT_EQ(p.xb[size_t(m * 64 + k)], want) << m << "," << k;
+      ASSERT_EQ(p.xb[size_t(m * ld + k)], want) << m << "," << k;
     }
 }
 

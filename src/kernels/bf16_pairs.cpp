@@ -22,12 +22,12 @@ std::vector<uint8_t> pack_bf16_pairs(const bf16_t* w, int64_t rows, int64_t K) {
 }
 
 void bf16_pairs_activations(const float* x, int64_t M, int64_t K, bf16_t* out) {
-  const int64_t Kp = pairs_padded_k(K);
+  const int64_t ld = bf16_pairs_activation_stride(K);
   for (int64_t m = 0; m < M; ++m) {
-    for (int64_t k = 0; k < K; ++k) out[m * Kp + k] = f32_to_bf16(x[m * K + k]);
-    std::fill(out + m * Kp + K, out + (m + 1) * Kp, bf16_t(0));
+    for (int64_t k = 0; k < K; ++k) out[m * ld + k] = f32_to_bf16(x[m * K + k]);
+    std::fill(out + m * ld + K, out + (m + 1) * ld, bf16_t(0));
   }
-  std::fill(out + M * Kp, out + pairs_round_up(M, kPairRows) * Kp, bf16_t(0));
+  std::fill(out + M * ld, out + pairs_round_up(M, kPairRows) * ld, bf16_t(0));
 }
 
 }  // namespace eaglet::kernels

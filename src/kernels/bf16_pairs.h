@@ -32,11 +32,20 @@ inline size_t bf16_pairs_index(int64_t K, int64_t r, int64_t k) {
 // Row-major BF16 [rows, K] in the pairs layout (padding zeroed).
 std::vector<uint8_t> pack_bf16_pairs(const bf16_t* w, int64_t rows, int64_t K);
 
-// Activations as the pairs kernels read them: x [M, K] rounded to BF16 into `out`, which holds
-// bf16_pairs_activation_count(M, K) values; padding rows and columns are zero.
+// Activations as the pairs kernels read them: x [M, K] rounded to BF16 into `out`, rows
+// bf16_pairs_activation_stride(K) values apart, round_up(M, 16) rows; padding rows and columns are
+// zero. The stride is Kp plus one cache line: an A tile loads 16 rows at once, and rows a multiple
+// of 4 KB apart (K = 2048) would all fall in one L1 set.
+inline int64_t bf16_pairs_activation_stride(int64_t K) { return pairs_padded_k(K) + kPairK; }
 inline size_t bf16_pairs_activation_count(int64_t M, int64_t K) {
-  return size_t(pairs_round_up(M, kPairRows)) * size_t(pairs_padded_k(K));
+  return size_t(pairs_round_up(M, kPairRows)) * size_t(bf16_pairs_activation_stride(K));
 }
 void bf16_pairs_activations(const float* x, int64_t M, int64_t K, bf16_t* out);
+
+// Rows of each of the eight tiles the pairs kernels configure (tile_matmul.inl); every tile is 64
+// bytes wide.
+struct TileShape {
+  uint8_t rows[8];
+};
 
 }  // namespace eaglet::kernels

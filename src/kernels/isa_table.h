@@ -28,7 +28,7 @@ using MatmulFp8Fn = void (*)(const float* x, int64_t M, int64_t K, const uint8_t
 // against activations quantised per 32 (kernels/ggml_quant.h): integer dot products per block,
 // scaled and summed in F32. n0 must be a multiple of 8; K of the block size (32 or 256).
 struct ActBlockQ8;
-// BF16 activations [round_up(M, 16), round_up(K, 32)] (bf16_pairs_activations) against weights in
+// BF16 activations, round_up(M, 16) padded rows (bf16_pairs_activations) against weights in
 // the BF16 pairs layout (bf16_pairs.h); n0 a multiple of 16.
 using MatmulBf16PairsFn = void (*)(const bf16_t* x, int64_t M, int64_t K, const void* w, int64_t n0, int64_t n1,
                                    float* y, int64_t ldy);

@@ -29,15 +29,16 @@ static_assert(sizeof(TileConfig) == 64);
   else if constexpr (T == 6) CALL(6);            \
   else CALL(7)
 
-// Every tile 16 x 64 bytes. Configured per call and released after, so a thread that stops using
-// tiles leaves the OS no 8 KB of tile state to save at every switch.
+// Every tile 64 bytes wide, with the rows the kernel asks for. Configured per call and released
+// after, so a thread that stops using tiles leaves the OS no 8 KB of tile state to save at every
+// switch.
 struct Tiles {
   static constexpr int kRowBytes = 64;
-  void configure() {
+  void configure(const TileShape& s) {
     TileConfig cfg;
     for (int i = 0; i < 8; ++i) {
       cfg.colsb[i] = kRowBytes;
-      cfg.rows[i] = 16;
+      cfg.rows[i] = s.rows[i];
     }
     _tile_loadconfig(&cfg);
   }
@@ -60,14 +61,17 @@ struct Tiles {
     EAGLET_TILE_SWITCH(T, EAGLET_STORE);
 #undef EAGLET_STORE
   }
-  // The four products tile_matmul.inl issues: C0..C3 += A0/A1 x B0/B1.
+  // The products tile_matmul.inl issues (C, A, B).
   template <int C, int A, int B>
   void dpbf16ps() {
-    static_assert(C == 2 * (A - 4) + (B - 6) && (A == 4 || A == 5) && (B == 6 || B == 7));
-    if constexpr (C == 0) _tile_dpbf16ps(0, 4, 6);
-    else if constexpr (C == 1) _tile_dpbf16ps(1, 4, 7);
-    else if constexpr (C == 2) _tile_dpbf16ps(2, 5, 6);
-    else _tile_dpbf16ps(3, 5, 7);
+    constexpr int key = C * 100 + A * 10 + B;
+    if constexpr (key == 46) _tile_dpbf16ps(0, 4, 6);
+    else if constexpr (key == 147) _tile_dpbf16ps(1, 4, 7);
+    else if constexpr (key == 245) _tile_dpbf16ps(2, 4, 5);
+    else if constexpr (key == 346) _tile_dpbf16ps(3, 4, 6);
+    else if constexpr (key == 256) _tile_dpbf16ps(2, 5, 6);
+    else if constexpr (key == 357) _tile_dpbf16ps(3, 5, 7);
+    else static_assert(key == 46, "a tile product tile_matmul.inl does not issue");
   }
 };
 #undef EAGLET_TILE_SWITCH

@@ -34,11 +34,11 @@ void matmul_bf16(const float* x, int64_t M, int64_t K, const bf16_t* w, int64_t 
 void matmul_bf16_pairs(const bf16_t* x, int64_t M, int64_t K, const void* w, int64_t n0, int64_t n1, float* y,
                        int64_t ldy) {
   const auto* wb = static_cast<const bf16_t*>(w);
-  const int64_t Kp = pairs_padded_k(K);
+  const int64_t Kp = pairs_padded_k(K), ld = bf16_pairs_activation_stride(K);
   for (int64_t m = 0; m < M; ++m)
     for (int64_t n = n0; n < n1; ++n) {
       float acc = 0;
-      for (int64_t k = 0; k < Kp; ++k) acc += bf16_to_f32(x[m * Kp + k]) * bf16_to_f32(wb[bf16_pairs_index(K, n, k)]);
+      for (int64_t k = 0; k < Kp; ++k) acc += bf16_to_f32(x[m * ld + k]) * bf16_to_f32(wb[bf16_pairs_index(K, n, k)]);
       y[m * ldy + n] = acc;
     }
 }

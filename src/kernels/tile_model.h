@@ -13,6 +13,7 @@
 #include <cstring>
 
 #include "core/dtype.h"
+#include "kernels/bf16_pairs.h"
 
 namespace eaglet::kernels {
 
@@ -20,7 +21,7 @@ class TileModel {
  public:
   static constexpr int kRows = 16, kRowBytes = 64;
 
-  void configure() {}
+  void configure(const TileShape& s) { std::memcpy(rows_, s.rows, sizeof(rows_)); }
   void release() {}
   template <int T>
   void zero() {
@@ -28,16 +29,17 @@ class TileModel {
   }
   template <int T>
   void load(const void* src, size_t stride) {
-    for (int r = 0; r < kRows; ++r) std::memcpy(tiles_[T][r], static_cast<const uint8_t*>(src) + r * stride, kRowBytes);
+    std::memset(tiles_[T], 0, sizeof(tiles_[T]));  // rows past the configured ones read as zero
+    for (int r = 0; r < rows_[T]; ++r) std::memcpy(tiles_[T][r], static_cast<const uint8_t*>(src) + r * stride, kRowBytes);
   }
   template <int T>
   void store(void* dst, size_t stride) const {
-    for (int r = 0; r < kRows; ++r) std::memcpy(static_cast<uint8_t*>(dst) + r * stride, tiles_[T][r], kRowBytes);
+    for (int r = 0; r < rows_[T]; ++r) std::memcpy(static_cast<uint8_t*>(dst) + r * stride, tiles_[T][r], kRowBytes);
   }
   template <int C, int A, int B>
   void dpbf16ps() {
-    for (int m = 0; m < kRows; ++m)
-      for (int p = 0; p < kRowBytes / 4; ++p)
+    for (int m = 0; m < rows_[C]; ++m)
+      for (int p = 0; p < rows_[B]; ++p)
         for (int n = 0; n < kRowBytes / 4; ++n) {
           float c = f32(C, m, n);
           c += bf16(A, m, 2 * p) * bf16(B, p, 2 * n);
@@ -59,6 +61,7 @@ class TileModel {
   }
 
   alignas(64) uint8_t tiles_[8][kRows][kRowBytes] = {};
+  uint8_t rows_[8] = {16, 16, 16, 16, 16, 16, 16, 16};
 };
 
 }  // namespace eaglet::kernels
