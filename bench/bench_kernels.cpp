@@ -119,13 +119,14 @@ void run_matmul_packed(benchmark::State& state, Isa isa) {
   IsaScope scope(state, isa);
   ThreadPool& pool = pool_of(threads);
   if (!scope.ok()) return;
+  constexpr int64_t rows = 5632, cols = 2048;
   static std::map<Isa, std::vector<kernels::PackedWeight>> sets;
   auto& packed = sets[isa];
   if (packed.empty()) {
-    const WeightSet ws(DType::BF16, 5632, 2048, 24);  // ~550 MB
+    const WeightSet ws(DType::BF16, rows, cols, 24);  // ~550 MB
     for (int64_t i = 0; i < ws.count; ++i) packed.push_back(kernels::pack(ws.view(i)));
   }
-  std::vector<float> x(size_t(M * 2048), 0.5f), y(size_t(M * 5632));
+  std::vector<float> x(size_t(M * cols), 0.5f), y(size_t(M * rows));
   size_t i = 0;
   for (auto _ : state) {
     kernels::matmul(pool, x.data(), M, packed[i++ % packed.size()].view, y.data());
@@ -134,7 +135,7 @@ void run_matmul_packed(benchmark::State& state, Isa isa) {
   state.SetLabel(kernels::kernel_name(packed[0].view, kernels::active_table()));
   state.SetBytesProcessed(int64_t(state.iterations()) * packed[0].view.nbytes());
   state.counters["GFLOP/s"] =
-      benchmark::Counter(double(state.iterations()) * 2.0 * M * 5632 * 2048 / 1e9, benchmark::Counter::kIsRate);
+      benchmark::Counter(double(state.iterations()) * 2.0 * M * rows * cols / 1e9, benchmark::Counter::kIsRate);
 }
 
 BENCHMARK_CAPTURE(run_matmul_packed, Bf16_amx, Isa::Amx)->Apply(args);
