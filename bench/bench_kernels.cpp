@@ -145,27 +145,34 @@ BENCHMARK_CAPTURE(run_matmul, Bf16_avx2, DType::BF16, Isa::Avx2)->Apply(args);
 BENCHMARK_CAPTURE(run_matmul, F32_avx512, DType::F32, Isa::Avx512)->Apply(args);
 BENCHMARK_CAPTURE(run_matmul, Bf16_scalar, DType::BF16, Isa::Scalar)->Args({1, 1})->UseRealTime();
 
-// Decode (M = 1) over each matrix shape of the widened TinyLlama target (q/k/v rows together,
-// o, one of gate / up, down), ~550 MB of each, on the active ISA.
-void run_decode_shape(benchmark::State& state) {
-  const int64_t rows = state.range(0), cols = state.range(1);
-  ThreadPool& pool = pool_of(state.range(2));
-  const WeightSet ws(DType::BF16, rows, cols, (int64_t(275) << 20) / (rows * cols));
-  std::vector<float> x(static_cast<size_t>(cols), 0.5f), y(static_cast<size_t>(rows));
-  int64_t i = 0;
+// Each matrix shape of the widened TinyLlama target (q/k/v rows together, o, one of gate / up,
+// down), ~550 MB of each packed as the active table packs it, at decode (M = 1) and verification
+// sizes: c(M)/c(1) per shape shows which matrix a model's cost curve owes its steps to.
+void run_model_shape(benchmark::State& state) {
+  const int64_t rows = state.range(0), cols = state.range(1), M = state.range(2);
+  ThreadPool& pool = pool_of(state.range(3));
+  static std::map<std::pair<int64_t, int64_t>, std::vector<kernels::PackedWeight>> sets;
+  auto& packed = sets[{rows, cols}];
+  if (packed.empty()) {
+    const WeightSet ws(DType::BF16, rows, cols, (int64_t(275) << 20) / (rows * cols));
+    for (int64_t i = 0; i < ws.count; ++i) packed.push_back(kernels::pack(ws.view(i)));
+  }
+  std::vector<float> x(size_t(M * cols), 0.5f), y(size_t(M * rows));
+  size_t i = 0;
   for (auto _ : state) {
-    kernels::matmul(pool, x.data(), 1, ws.view(i++ % ws.count), y.data());
+    kernels::matmul(pool, x.data(), M, packed[i++ % packed.size()].view, y.data());
     benchmark::DoNotOptimize(y.data());
   }
-  state.counters["GB/s"] = benchmark::Counter(double(state.iterations()) * double(ws.view(0).nbytes()) / 1e9,
+  state.SetLabel(kernels::kernel_name(packed[0].view, kernels::active_table()));
+  state.counters["GB/s"] = benchmark::Counter(double(state.iterations()) * double(packed[0].view.nbytes()) / 1e9,
                                               benchmark::Counter::kIsRate);
 }
-BENCHMARK(run_decode_shape)
-    ->ArgsProduct({{2560}, {2048}, {1, 2}})
-    ->ArgsProduct({{2048}, {2048}, {1, 2}})
-    ->ArgsProduct({{5632}, {2048}, {1, 2}})
-    ->ArgsProduct({{2048}, {5632}, {1, 2}})
-    ->ArgNames({"rows", "cols", "threads"})
+BENCHMARK(run_model_shape)
+    ->ArgsProduct({{2560}, {2048}, {1, 12, 16, 32}, {1, 2}})
+    ->ArgsProduct({{2048}, {2048}, {1, 12, 16, 32}, {1, 2}})
+    ->ArgsProduct({{5632}, {2048}, {1, 12, 16, 32}, {1, 2}})
+    ->ArgsProduct({{2048}, {5632}, {1, 12, 16, 32}, {1, 2}})
+    ->ArgNames({"rows", "cols", "M", "threads"})
     ->UseRealTime();
 
 // The same probe `eaglet bench` reports (best of one- and four-stream reads with the widest

@@ -3,6 +3,8 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstring>
+#include <iterator>
 
 #include "core/cpu_features.h"
 #include "core/error.h"
@@ -122,7 +124,58 @@ TEST_P(KernelsSimd, VectorOpsMatchScalar) {
       t.rmsnorm(a.data(), w.data(), 1e-5f, r1.data(), n);
       ref.rmsnorm(a.data(), w.data(), 1e-5f, r2.data(), n);
       for (int64_t i = 0; i < n; ++i) EXPECT_NEAR(r1[size_t(i)], r2[size_t(i)], 1e-5 * (1 + std::fabs(r2[size_t(i)]))) << isa_name(isa);
+      // The vector exponential (simd_vec.inl) against std::exp, through silu_mul and softmax.
+      std::vector<float> g(a);
+      for (int64_t i = 0; i < n; ++i) g[size_t(i)] *= 8.0f;  // silu's whole curve, both tails
+      std::vector<float> s1(static_cast<size_t>(n)), s2(static_cast<size_t>(n));
+      t.silu_mul(g.data(), b.data(), s1.data(), n);
+      ref.silu_mul(g.data(), b.data(), s2.data(), n);
+      for (int64_t i = 0; i < n; ++i) EXPECT_NEAR(s1[size_t(i)], s2[size_t(i)], 1e-6 * (1e-6 + std::fabs(s2[size_t(i)]))) << isa_name(isa);
+      std::vector<float> p1(g), p2(g);
+      t.softmax(p1.data(), n);
+      ref.softmax(p2.data(), n);
+      for (int64_t i = 0; i < n; ++i) EXPECT_NEAR(p1[size_t(i)], p2[size_t(i)], 1e-6 * (1e-6 + p2[size_t(i)])) << isa_name(isa);
     }
+  }
+}
+
+TEST_P(KernelsSimd, ExponentialsAtTheEdges) {
+  const IsaTable& t = kernels::table_for(GetParam());
+  const std::string isa = isa_name(GetParam());
+  // silu far out on both sides (e^-g overflows or vanishes), and NaN stays NaN.
+  std::vector<float> g = {-1000, -100, -88.5f, -20, 0, 20, 88.5f, 100, 1000, -0.0f, NAN, 3};
+  std::vector<float> u(g.size(), 2.0f), out(g.size());
+  t.silu_mul(g.data(), u.data(), out.data(), int64_t(g.size()));
+  for (size_t i = 0; i < g.size(); ++i) {
+    const float want = g[i] / (1.0f + std::exp(-g[i])) * 2.0f;
+    if (std::isnan(want)) EXPECT_TRUE(std::isnan(out[i])) << isa << " g=" << g[i];
+    else EXPECT_NEAR(out[i], want, 1e-6f * std::fabs(want) + 1e-30f) << isa << " g=" << g[i];
+  }
+  // Scores far below the maximum get exactly 0 (e^-x below FLT_MIN), the rest still sum to 1.
+  std::vector<float> x = {0, -1e4f, -87.0f, -90.0f, 1, -1e30f, 0.5f, -3, 2, -200, 0, 0, 0, 0, 0, 0, -1, 7};
+  t.softmax(x.data(), int64_t(x.size()));
+  double sum = 0;
+  for (float v : x) sum += v;
+  EXPECT_NEAR(sum, 1.0, 1e-6) << isa;
+  EXPECT_EQ(x[1], 0.0f) << isa;
+  EXPECT_EQ(x[5], 0.0f) << isa;
+  EXPECT_EQ(x[9], 0.0f) << isa;
+}
+
+TEST_P(KernelsSimd, Bf16ConversionIsBitExact) {
+  // Every ISA's vector conversion gives f32_to_bf16's bits: ties to even, infinities, the largest
+  // floats (rounding up to infinity), denormals, signed zeros and NaNs (quieted, payload kept).
+  const IsaTable& t = kernels::table_for(GetParam());
+  std::vector<float> x = test::random_normal(1000, 3.0f, 11);
+  const uint32_t special[] = {0x3F808000, 0x3F818000, 0x7F7FFFFF, 0xFF7FFFFF, 0x7F800000, 0xFF800000,
+                              0x00000001, 0x807FFFFF, 0x00008000, 0x80000000, 0x7F800001, 0xFFC00000,
+                              0x7FBFFFFF, 0x3F7FFFFF, 0x0001FFFF, 0x00000000};
+  for (size_t i = 0; i < std::size(special); ++i) std::memcpy(&x[i * 37], &special[i], 4);
+  for (int64_t n : {1, 7, 8, 15, 16, 17, 31, 32, 33, 1000}) {
+    std::vector<bf16_t> got(size_t(n), 0xDEAD);
+    t.to_bf16(x.data(), n, got.data());
+    for (int64_t i = 0; i < n; ++i)
+      ASSERT_EQ(got[size_t(i)], f32_to_bf16(x[size_t(i)])) << isa_name(GetParam()) << " n=" << n << " element " << i;
   }
 }
 
@@ -134,7 +187,7 @@ TEST_P(KernelsOn, AttentionRowOpsEqualPerRowCalls) {
   const IsaTable& ref = kernels::scalar_table();
   const Isa isa = GetParam();
   for (int64_t dim : {1, 7, 16, 40, 64, 67, 128, 200})
-    for (int64_t n : {1, 3, 17}) {
+    for (int64_t n : {1, 3, 4, 8, 17}) {
       const int64_t stride = dim + 13;
       auto rows = test::random_normal(size_t(n * stride), 1.0f, uint64_t(dim * 100 + n));
       auto q = test::random_normal(size_t(dim), 1.0f, uint64_t(dim + n));

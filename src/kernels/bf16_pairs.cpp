@@ -21,10 +21,14 @@ std::vector<uint8_t> pack_bf16_pairs(const bf16_t* w, int64_t rows, int64_t K) {
   return out;
 }
 
-void bf16_pairs_activations(const float* x, int64_t M, int64_t K, bf16_t* out) {
+void to_bf16_scalar(const float* x, int64_t n, bf16_t* out) {
+  for (int64_t i = 0; i < n; ++i) out[i] = f32_to_bf16(x[i]);
+}
+
+void bf16_pairs_activations(const float* x, int64_t M, int64_t K, bf16_t* out, ToBf16Fn to_bf16) {
   const int64_t ld = bf16_pairs_activation_stride(K);
   for (int64_t m = 0; m < M; ++m) {
-    for (int64_t k = 0; k < K; ++k) out[m * ld + k] = f32_to_bf16(x[m * K + k]);
+    to_bf16(x + m * K, K, out + m * ld);
     std::fill(out + m * ld + K, out + (m + 1) * ld, bf16_t(0));
   }
   std::fill(out + M * ld, out + pairs_round_up(M, kPairRows) * ld, bf16_t(0));

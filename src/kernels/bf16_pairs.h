@@ -40,7 +40,11 @@ inline int64_t bf16_pairs_activation_stride(int64_t K) { return pairs_padded_k(K
 inline size_t bf16_pairs_activation_count(int64_t M, int64_t K) {
   return size_t(pairs_round_up(M, kPairRows)) * size_t(bf16_pairs_activation_stride(K));
 }
-void bf16_pairs_activations(const float* x, int64_t M, int64_t K, bf16_t* out);
+// F32 to BF16 with f32_to_bf16's exact bits (round to nearest even, NaN kept quiet); the ISA
+// tables' `to_bf16` vectorise it.
+using ToBf16Fn = void (*)(const float* x, int64_t n, bf16_t* out);
+void to_bf16_scalar(const float* x, int64_t n, bf16_t* out);
+void bf16_pairs_activations(const float* x, int64_t M, int64_t K, bf16_t* out, ToBf16Fn to_bf16 = to_bf16_scalar);
 
 // Rows of each of the eight tiles the pairs kernels configure (tile_matmul.inl); every tile is 64
 // bytes wide.

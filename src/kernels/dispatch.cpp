@@ -78,8 +78,8 @@ class PreparedMatmul {
       } else {
         bf16_t* xb = activation_buffer<bf16_t>(
             slot, pairs_ ? bf16_pairs_activation_count(M, w.cols) : size_t(M * w.cols));
-        if (pairs_) bf16_pairs_activations(x, M, w.cols, xb);
-        else for (int64_t i = 0; i < M * w.cols; ++i) xb[i] = f32_to_bf16(x[i]);
+        if (pairs_) bf16_pairs_activations(x, M, w.cols, xb, t.to_bf16);
+        else t.to_bf16(x, M * w.cols, xb);
         xb_ = xb;
       }
     }
@@ -243,17 +243,7 @@ void silu_mul(const float* g, const float* u, float* out, int64_t n) {
   active_table().silu_mul(g, u, out, n);
 }
 
-void softmax(float* x, int64_t n) {
-  float mx = -INFINITY;
-  for (int64_t i = 0; i < n; ++i) mx = std::max(mx, x[i]);
-  float sum = 0;
-  for (int64_t i = 0; i < n; ++i) {
-    x[i] = std::exp(x[i] - mx);
-    sum += x[i];
-  }
-  const float inv = 1.0f / sum;
-  for (int64_t i = 0; i < n; ++i) x[i] *= inv;
-}
+void softmax(float* x, int64_t n) { active_table().softmax(x, n); }
 
 void rope_neox(float* head, const float* cos, const float* sin, int64_t rot_dim) {
   const int64_t half = rot_dim / 2;

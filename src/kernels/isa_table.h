@@ -6,6 +6,7 @@
 
 #include "core/cpu_features.h"
 #include "core/dtype.h"
+#include "kernels/bf16_pairs.h"
 #include "kernels/layout.h"
 #include "kernels/quant.h"
 
@@ -59,6 +60,8 @@ struct IsaTable {
   // x [M, K] to the activation blocks the two above read (every ISA gives the same codes).
   void (*quantize_act)(const float* x, int64_t M, int64_t K, ActBlockQ8* out);
   MatmulBf16PairsFn matmul_bf16_pairs;
+  void (*softmax)(float* x, int64_t n);  // in place
+  ToBf16Fn to_bf16;                      // f32_to_bf16's bits on every ISA
 };
 
 // The AVX2 GGUF-block matmuls, which the AVX-512 tables share (kernels/matmul_ggml_avx2.cpp).

@@ -60,6 +60,9 @@ void axpy(float, const float*, float*, int64_t);
 void rmsnorm(const float*, const float*, float, float*, int64_t);
 void dot_rows(const float*, const float*, int64_t, int64_t, int64_t, float, float*);
 void axpy_rows(const float*, const float*, int64_t, int64_t, int64_t, float*);
+void silu_mul(const float*, const float*, float*, int64_t);
+void softmax(float*, int64_t);
+void to_bf16(const float*, int64_t, bf16_t*);
 
 }  // namespace avx2
 
@@ -77,6 +80,9 @@ const IsaTable& avx2_table() {
     t.matmul_fp8 = avx2::matmul_fp8;
     t.dot_rows = avx2::dot_rows;
     t.axpy_rows = avx2::axpy_rows;
+    t.silu_mul = avx2::silu_mul;
+    t.softmax = avx2::softmax;
+    t.to_bf16 = avx2::to_bf16;
     t.matmul_q8_0 = avx2::matmul_q8_0;
     t.matmul_q4_0 = avx2::matmul_q4_0;
     t.matmul_q4_k = avx2::matmul_q4_k;

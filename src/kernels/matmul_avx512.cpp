@@ -107,6 +107,9 @@ void axpy(float, const float*, float*, int64_t);
 void rmsnorm(const float*, const float*, float, float*, int64_t);
 void dot_rows(const float*, const float*, int64_t, int64_t, int64_t, float, float*);
 void axpy_rows(const float*, const float*, int64_t, int64_t, int64_t, float*);
+void silu_mul(const float*, const float*, float*, int64_t);
+void softmax(float*, int64_t);
+void to_bf16(const float*, int64_t, bf16_t*);
 
 }  // namespace avx512
 
@@ -123,6 +126,9 @@ const IsaTable& avx512_table() {
     t.matmul_fp8 = avx512::matmul_fp8;
     t.dot_rows = avx512::dot_rows;
     t.axpy_rows = avx512::axpy_rows;
+    t.silu_mul = avx512::silu_mul;
+    t.softmax = avx512::softmax;
+    t.to_bf16 = avx512::to_bf16;
     return t;
   }();
   return t;

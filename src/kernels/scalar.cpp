@@ -1,5 +1,6 @@
 // Plain C++ reference for every kernel: simple, obviously correct, and the baseline the SIMD
 // paths are tested against. Also the fallback on CPUs without AVX2.
+#include <algorithm>
 #include <cmath>
 
 #include "kernels/bf16_pairs.h"
@@ -81,6 +82,18 @@ void rmsnorm(const float* x, const float* w, float eps, float* out, int64_t n) {
 
 void silu_mul(const float* g, const float* u, float* out, int64_t n) {
   for (int64_t i = 0; i < n; ++i) out[i] = g[i] / (1.0f + std::exp(-g[i])) * u[i];
+}
+
+void softmax(float* x, int64_t n) {
+  float mx = -INFINITY;
+  for (int64_t i = 0; i < n; ++i) mx = std::max(mx, x[i]);
+  float sum = 0;
+  for (int64_t i = 0; i < n; ++i) {
+    x[i] = std::exp(x[i] - mx);
+    sum += x[i];
+  }
+  const float inv = 1.0f / sum;
+  for (int64_t i = 0; i < n; ++i) x[i] *= inv;
 }
 
 void matmul_fp8(const float* x, int64_t M, int64_t K, const uint8_t* w, const Fp8Scales& s,
@@ -176,7 +189,8 @@ const IsaTable& scalar_table() {
   static const IsaTable t{Isa::Scalar, "scalar",   Layout::RowMajor, matmul_f32,  matmul_bf16,
                           matmul_bf16_bf16, dot,   axpy,             rmsnorm,     silu_mul,
                           matmul_fp8,  dot_rows,   axpy_rows,        matmul_q8_0, matmul_q4_0,
-                          matmul_q4_k, matmul_q6_k, quantize_activations, matmul_bf16_pairs};
+                          matmul_q4_k, matmul_q6_k, quantize_activations, matmul_bf16_pairs,
+                          softmax,     to_bf16_scalar};
   return t;
 }
 

@@ -44,7 +44,50 @@ struct F32Vec {
   static void store(float* p, V v) { _mm256_storeu_ps(p, v); }
   static V set1(float a) { return _mm256_set1_ps(a); }
   static V fmadd(V a, V b, V c) { return _mm256_fmadd_ps(a, b, c); }
+  static V add(V a, V b) { return _mm256_add_ps(a, b); }
+  static V mul(V a, V b) { return _mm256_mul_ps(a, b); }
+  static V div(V a, V b) { return _mm256_div_ps(a, b); }
+  static V max(V a, V b) { return _mm256_max_ps(a, b); }
+  static V min(V a, V b) { return _mm256_min_ps(a, b); }
+  static V round(V a) { return _mm256_round_ps(a, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC); }
+  static V pow2(V n) {
+    return _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_add_epi32(_mm256_cvtps_epi32(n), _mm256_set1_epi32(127)), 23));
+  }
+  static V below(V x, V lo, V y) { return _mm256_and_ps(_mm256_cmp_ps(x, lo, _CMP_NLT_UQ), y); }
+  static float hmax(V a) {
+    __m128 m = _mm_max_ps(_mm256_castps256_ps128(a), _mm256_extractf128_ps(a, 1));
+    m = _mm_max_ps(m, _mm_movehl_ps(m, m));
+    m = _mm_max_ss(m, _mm_movehdup_ps(m));
+    return _mm_cvtss_f32(m);
+  }
+  static float hsum(V a) { return avx2::hsum(a); }
 };
+
+void silu_mul(const float* g, const float* u, float* out, int64_t n) {
+  int64_t i = simd::silu_mul_vectors<F32Vec>(g, u, out, n);
+  for (; i < n; ++i) out[i] = g[i] / (1.0f + simd::exp<simd::Lane>(-g[i])) * u[i];
+}
+
+void softmax(float* x, int64_t n) { simd::softmax<F32Vec, simd::Lane>(x, n); }
+
+// f32_to_bf16 on 8 lanes: round to nearest even by integer addition, NaN quieted.
+static inline __m256i bf16_bits(const float* x) {
+  const __m256i b = _mm256_castps_si256(_mm256_loadu_ps(x));
+  const __m256i hi = _mm256_srli_epi32(b, 16);
+  const __m256i lsb = _mm256_and_si256(hi, _mm256_set1_epi32(1));
+  const __m256i rounded = _mm256_srli_epi32(_mm256_add_epi32(b, _mm256_add_epi32(_mm256_set1_epi32(0x7fff), lsb)), 16);
+  const __m256i nan = _mm256_cmpgt_epi32(_mm256_and_si256(b, _mm256_set1_epi32(0x7fffffff)), _mm256_set1_epi32(0x7f800000));
+  return _mm256_blendv_epi8(rounded, _mm256_or_si256(hi, _mm256_set1_epi32(0x40)), nan);
+}
+
+void to_bf16(const float* x, int64_t n, bf16_t* out) {
+  int64_t i = 0;
+  for (; i + 16 <= n; i += 16) {  // packus works per 128-bit lane; the permute puts them in order
+    const __m256i packed = _mm256_packus_epi32(bf16_bits(x + i), bf16_bits(x + i + 8));
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(out + i), _mm256_permute4x64_epi64(packed, 0xD8));
+  }
+  for (; i < n; ++i) out[i] = f32_to_bf16(x[i]);
+}
 
 // The tail (dim not a multiple of 8) in axpy()'s scalar order.
 void axpy_rows(const float* w, const float* rows, int64_t stride, int64_t n, int64_t dim, float* out) {
