@@ -141,7 +141,7 @@ void run_bench(BenchOptions o) {
     run["verify_cost"] = {{"prompt_tokens", prompts[0].size()}, {"verify_tokens", vc.verify_tokens},
                           {"step", pass_json(vc.step)}, {"verify", pass_json(vc.verify)}, {"ratio", vc.ratio()}};
     if (o.cost_curve) {
-      // c(n)/c(1) of the target forward for n = 1..32 (as the cost model measures it), and a
+      // c(n)/c(1) of the target forward for n = 1..64 (as the cost model measures it), and a
       // 16-node token tree's verification against one decode step.
       const CostModel cm = CostModel::measure(pool, *b.model, o.verify_reps);
       nlohmann::json curve = nlohmann::json::array();
@@ -289,7 +289,7 @@ void add_bench(CLI::App& app) {
   cmd->add_option("--json", o->json_out, "write the report as JSON to this file");
   cmd->add_option("--compare-shapes", o->compare_shapes,
                   "more draft shapes measured in the same run: k=N (chain) or a --draft-shape value");
-  cmd->add_flag("--cost-curve", o->cost_curve, "report the forward cost c(n)/c(1), n = 1..32, and a 16-node tree's");
+  cmd->add_flag("--cost-curve", o->cost_curve, "report the forward cost c(n)/c(1), n = 1..64, and a 16-node tree's");
   cmd->callback([o] { run_bench(*o); });
 }
 

@@ -1,4 +1,4 @@
-// What a target forward costs, measured: seconds for one forward over n tokens, n = 1..32, on
+// What a target forward costs, measured: seconds for one forward over n tokens, n = 1..64, on
 // this machine, model, thread count and ISA. On a memory-bound target the first few tokens ride
 // on the weight stream almost for free and the curve turns linear once arithmetic dominates; the
 // draft policy reads it to decide how many draft tokens a step can afford.
@@ -18,7 +18,8 @@ namespace eaglet {
 
 class CostModel {
  public:
-  // Token counts measured; beyond the last the cost is extrapolated linearly.
+  // Token counts measured (those the target's context holds after a 64-token prefix); beyond the
+  // last the cost is extrapolated linearly.
   static const std::vector<int>& measured_sizes();
   // Loads the table for this target from `cache_path` ("" = the default file, "off" = none) or
   // measures it there and then (and stores it).

@@ -21,7 +21,10 @@ DraftPolicyConfig parse_draft_shape(const std::string& spec, int k) {
   DraftPolicyConfig c;
   if (spec == "auto") {
     c.adaptive = true;
-    c.shape = {4, kMaxAutoDepth, 32};
+    // 31 nodes and the root fill exactly the 32 rows of one AMX tile pass; a 33rd token costs a
+    // second pass (cost_model.cpp). Batches of several sequences still reach the larger sizes,
+    // where the measured curve shows the step.
+    c.shape = {4, kMaxAutoDepth, 31};
     return c;
   }
   if (spec == "chain") {
