@@ -24,6 +24,7 @@ struct Lane {
   static V min(V a, V b) { return a < b ? a : b; }
   static V round(V a) { return std::nearbyint(a); }
   static V pow2(V n) {
+    if (n != n) return n;  // NaN (converting it to an integer is undefined)
     const uint32_t bits = uint32_t(int32_t(n) + 127) << 23;
     float f;
     std::memcpy(&f, &bits, 4);
