@@ -37,7 +37,8 @@ TEST(CostModel, ACachedTableOfOtherTokenCountsIsMeasuredAgain) {
   const std::string cache = dir.file("cost_model.json");
   // Real costs, so only the token counts differ from a table this version would keep.
   nlohmann::json old = nlohmann::json::array();
-  for (auto& [n, s] : CostModel::measure(pool, *model, 3, {1, 2, 4, 8, 16, 32}).points()) old.push_back({n, s});
+  const CostModel measured = CostModel::measure(pool, *model, 3, {1, 2, 4, 8, 16, 32});
+  for (auto& [n, s] : measured.points()) old.push_back({n, s});
   {
     std::ofstream(cache) << nlohmann::json{{CostModel::key(*model, pool.size()), old}}.dump();
   }

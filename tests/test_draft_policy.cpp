@@ -3,6 +3,7 @@
 
 #include <vector>
 
+#include "core/error.h"
 #include "speculation/draft_policy.h"
 
 namespace eaglet {
@@ -59,6 +60,32 @@ TEST(DraftPolicy, ADraftSlowerThanItsGainIsSkippedExceptForProbesThatBackOff) {
   int until_probe = 1;
   while (until_probe <= 1000 && !p.worth_drafting(1, 1)) ++until_probe;
   EXPECT_EQ(until_probe, DraftPolicy::kProbeEvery);
+}
+
+TEST(DraftPolicy, ShapeSpecsParseAndBadOnesNameTheItem) {
+  const DraftPolicyConfig a = parse_draft_shape("auto", -1);
+  EXPECT_TRUE(a.adaptive);
+  // One AMX tile pass holds 32 rows: the largest auto tree and its root.
+  EXPECT_EQ(a.shape.budget + 1, 32);
+  const DraftPolicyConfig capped = parse_draft_shape("auto:topk=2,depth=6", -1);
+  EXPECT_TRUE(capped.adaptive);
+  EXPECT_EQ(capped.shape.topk, 2);
+  EXPECT_EQ(capped.shape.depth, 6);
+  EXPECT_EQ(capped.shape.budget, a.shape.budget);
+  const DraftPolicyConfig fixed = parse_draft_shape("tree:topk=3,budget=9", -1);
+  EXPECT_FALSE(fixed.adaptive);
+  EXPECT_EQ(fixed.shape.topk, 3);
+  EXPECT_EQ(fixed.shape.depth, 5);
+  EXPECT_EQ(fixed.shape.budget, 9);
+  EXPECT_FALSE(parse_draft_shape("chain", 3).adaptive);
+  try {
+    parse_draft_shape("auto:width=2", -1);
+    FAIL() << "accepted auto:width=2";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("'width=2'"), std::string::npos) << e.what();
+  }
+  EXPECT_THROW(parse_draft_shape("auto:topk=9", -1), Error);
+  EXPECT_THROW(parse_draft_shape("autox", -1), Error);
 }
 
 }  // namespace

@@ -61,8 +61,8 @@ void add_spec_options(CLI::App* cmd, SpecOptions* o) {
                   "draft a chain of k tokens per step (0 = off; default: --draft-shape auto; --draft-max: llama-server's name)")
       ->check(CLI::Range(0, 16));
   cmd->add_option("--draft-shape", o->draft_shape,
-                  "auto (cost model picks the tree each step; the default) | chain (with -k) | "
-                  "topk=N,depth=N,budget=N (a fixed EAGLE-3 tree)");
+                  "auto (cost model picks the tree each step; the default) | auto:topk=N,depth=N,budget=N (auto "
+                  "within those caps; default 4, 8, 31) | chain (with -k) | topk=N,depth=N,budget=N (a fixed EAGLE-3 tree)");
   cmd->add_flag("--allow-unused-draft-tensors", o->allow_unused_draft_tensors,
                 "load a draft whose checkpoint holds tensors its flavour does not read (else an error naming them)");
   cmd->add_option("--draft-min", o->draft_min,

@@ -19,20 +19,23 @@ constexpr int kMaxAutoDepth = 8;
 
 DraftPolicyConfig parse_draft_shape(const std::string& spec, int k) {
   DraftPolicyConfig c;
-  if (spec == "auto") {
+  if (spec == "chain") {
+    c.shape = TreeShape::chain(k);
+    return c;
+  }
+  // "auto", "auto:<caps>": adaptive, within the caps; "[tree:]<shape>": fixed.
+  std::string s = spec;
+  if (spec == "auto" || spec.rfind("auto:", 0) == 0) {
     c.adaptive = true;
     // 31 nodes and the root fill exactly the 32 rows of one AMX tile pass; a 33rd token costs a
     // second pass (cost_model.cpp). Batches of several sequences still reach the larger sizes,
     // where the measured curve shows the step.
     c.shape = {4, kMaxAutoDepth, 31};
-    return c;
+    s = spec.size() > 5 ? spec.substr(5) : "";
+  } else {
+    if (s.rfind("tree:", 0) == 0) s = s.substr(5);
+    c.shape = {4, 5, 16};
   }
-  if (spec == "chain") {
-    c.shape = TreeShape::chain(k);
-    return c;
-  }
-  std::string s = spec.rfind("tree:", 0) == 0 ? spec.substr(5) : spec;
-  c.shape = {4, 5, 16};
   size_t at = 0;
   while (at < s.size()) {
     const size_t comma = std::min(s.find(',', at), s.size());

@@ -88,7 +88,8 @@ class DraftPolicy {
   std::vector<double> seen_, hits_;
 };
 
-// "auto" | "chain" (with k) | "topk=4,depth=5,budget=16" (any subset; "tree:" prefix allowed).
+// "auto" | "auto:topk=2,depth=6" (auto within those caps; any subset) | "chain" (with k) |
+// "topk=4,depth=5,budget=16" (a fixed tree; any subset; "tree:" prefix allowed).
 DraftPolicyConfig parse_draft_shape(const std::string& spec, int k);
 
 }  // namespace eaglet
