@@ -27,6 +27,29 @@ TEST(CostModel, MeasuresEveryTokenCountUpTo64AndNeverFallsWithMore) {
   for (size_t i = 1; i < m.points().size(); ++i) EXPECT_GE(m.points()[i].second, m.points()[i - 1].second);
 }
 
+TEST(CostModel, SmoothingRemovesBumpsButKeepsTheTilePassStep) {
+  // Noise put a bump at 6 (the marginal cost of the 6th token looked 4x the next ones') and a
+  // dent at 12; beyond 32 tokens a second tile pass costs a step.
+  const CostModel raw({{1, 1.00}, {4, 1.04}, {5, 1.05}, {6, 1.10}, {8, 1.10}, {12, 1.10}, {16, 1.20}, {32, 1.50},
+                       {33, 2.00}, {48, 2.10}, {64, 2.40}});
+  const CostModel m = raw.smoothed();
+  ASSERT_EQ(sizes_of(m), sizes_of(raw));
+  for (size_t i = 1; i < m.points().size(); ++i) {
+    EXPECT_GE(m.points()[i].second, m.points()[i - 1].second);
+    EXPECT_LE(m.points()[i].second, raw.points()[i].second + 1e-12) << "the hull lies under the points";
+  }
+  EXPECT_LT(m.target_seconds(6), 1.10);  // the bump is gone
+  // Within each segment every further token costs at least what the one before did.
+  auto slope = [&](int a, int b) { return (m.target_seconds(b) - m.target_seconds(a)) / (b - a); };
+  EXPECT_LE(slope(4, 5), slope(5, 6) + 1e-12);
+  EXPECT_LE(slope(5, 6), slope(6, 8) + 1e-12);
+  EXPECT_LE(slope(8, 12), slope(12, 16) + 1e-12);
+  EXPECT_DOUBLE_EQ(m.target_seconds(1), 1.00);
+  EXPECT_DOUBLE_EQ(m.target_seconds(32), 1.50);
+  EXPECT_DOUBLE_EQ(m.target_seconds(33), 2.00);  // the step to a second pass stays
+  EXPECT_DOUBLE_EQ(m.target_seconds(64), 2.40);
+}
+
 TEST(CostModel, ACachedTableOfOtherTokenCountsIsMeasuredAgain) {
   // A table cached by a version that measured only up to 32 tokens would hide the cost of 33 and
   // more (the AMX tile pass step): it is measured again, over this version's sizes, and stored.

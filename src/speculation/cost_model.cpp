@@ -137,7 +137,7 @@ CostModel CostModel::for_target(ThreadPool& pool, Model& target, const std::stri
           if (holds) {
             spdlog::info("cost model: loaded from {} (c(4)/c(1) = {:.2f}, c(16)/c(1) = {:.2f})", path, m.ratio(4),
                          m.ratio(16));
-            return m;
+            return m.smoothed();
           }
           spdlog::info("cost model: {} no longer holds (c(1) {:.1f} -> {:.1f} ms, c(4)/c(1) {:.2f} -> {:.2f}); measuring again",
                        path, 1e3 * m.target_seconds(1), 1e3 * now.target_seconds(1), m.ratio(4), now.ratio(4));
@@ -165,7 +165,41 @@ CostModel CostModel::for_target(ThreadPool& pool, Model& target, const std::stri
       spdlog::warn("cost model: cannot write the cache {} ({})", path, e.what());
     }
   }
-  return m;
+  return m.smoothed();
+}
+
+CostModel CostModel::smoothed() const {
+  // The lower convex hull of `pts` (ascending), evaluated at each of them.
+  auto hull = [](std::vector<std::pair<int, double>> pts) {
+    std::vector<std::pair<int, double>> h;
+    const auto below = [](const std::pair<int, double>& a, const std::pair<int, double>& b,
+                          const std::pair<int, double>& c) {  // b on or above the segment a-c
+      return (b.second - a.second) * double(c.first - a.first) >= (c.second - a.second) * double(b.first - a.first);
+    };
+    for (const auto& p : pts) {
+      while (h.size() >= 2 && below(h[h.size() - 2], h.back(), p)) h.pop_back();
+      h.push_back(p);
+    }
+    size_t j = 0;  // hull segment [h[j], h[j + 1]] holding p
+    for (auto& p : pts) {
+      while (j + 1 < h.size() && h[j + 1].first < p.first) ++j;
+      if (j + 1 == h.size() || h[j].first == p.first) continue;  // a hull vertex: kept as measured
+      const auto [n0, s0] = h[j];
+      const auto [n1, s1] = h[j + 1];
+      p.second = s0 + (s1 - s0) * double(p.first - n0) / double(n1 - n0);
+    }
+    return pts;
+  };
+  std::vector<std::pair<int, double>> first, rest;
+  for (const auto& p : points_) (p.first <= kTilePassRows ? first : rest).push_back(p);
+  std::vector<std::pair<int, double>> out = hull(first);
+  if (!rest.empty()) {
+    // The second segment starts no lower than the first ends (costs never fall with more tokens).
+    rest = hull(rest);
+    for (auto& p : rest) p.second = std::max(p.second, out.back().second);
+    out.insert(out.end(), rest.begin(), rest.end());
+  }
+  return CostModel(std::move(out));
 }
 
 }  // namespace eaglet

@@ -22,13 +22,21 @@ class CostModel {
   // last the cost is extrapolated linearly.
   static const std::vector<int>& measured_sizes();
   // Loads the table for this target from `cache_path` ("" = the default file, "off" = none) or
-  // measures it there and then (and stores it).
+  // measures it there and then (and stores it); returns it smoothed().
   // Forwards run on `pool`, the pool the engine will run them on.
   static CostModel for_target(ThreadPool& pool, Model& target, const std::string& cache_path = "");
   static CostModel measure(ThreadPool& pool, Model& target, int reps = 3,
                            const std::vector<int>& sizes = measured_sizes());
   explicit CostModel(std::vector<std::pair<int, double>> points);
 
+  // The curve the draft policy reads: the lower convex hull of the points up to 32 tokens and of
+  // those beyond, each evaluated at the measured counts. Timing noise makes dents and bumps of a
+  // few percent (c(5) 1.04, c(6) 1.08, c(8) 1.08), and a bump reads as a token that costs more than
+  // the next ones: the policy then stopped trees at 5 nodes, and the next draft one level
+  // shallower, step after step. On the hull each further token costs at least what the previous
+  // one did. 32 is where one AMX tile pass ends; the step to 33 is real and stays.
+  CostModel smoothed() const;
+  static constexpr int kTilePassRows = 32;
   // Seconds of one target forward over n tokens in total (n >= 1).
   double target_seconds(int n) const;
   // c(n) / c(1).
