@@ -152,13 +152,18 @@ TEST_F(Transport, BodyBudgetIsSharedByAllConnections) {
 TEST_F(Transport, StreamsLeftUnreadAreClosed) {
   http::Limits l;
   l.max_unsent_bytes = 1 << 20;
-  std::atomic<bool> stop{false};
-  std::atomic<int> gone{0};
-  start(l, [&](http::Server& s) { s.route("GET", "/flood", [&](const http::Request&, std::shared_ptr<http::Responder> out) {
+  // Shared with the handler, which may still be between writes when this body returns (the
+  // server stops in TearDown): flags on this stack were read after return (ASan).
+  struct Flood {
+    std::atomic<bool> stop{false};
+    std::atomic<int> gone{0};
+  };
+  const auto f = std::make_shared<Flood>();
+  start(l, [f](http::Server& s) { s.route("GET", "/flood", [f](const http::Request&, std::shared_ptr<http::Responder> out) {
     out->begin_stream("text/plain");
-    out->on_disconnect([&] { ++gone; });
+    out->on_disconnect([f] { ++f->gone; });
     const std::string chunk(64 << 10, 'f');
-    for (int i = 0; i < 4096 && !stop && !out->disconnected(); ++i) {
+    for (int i = 0; i < 4096 && !f->stop && !out->disconnected(); ++i) {
       out->write(chunk);
       std::this_thread::sleep_for(std::chrono::milliseconds(1));
     }
@@ -166,9 +171,9 @@ TEST_F(Transport, StreamsLeftUnreadAreClosed) {
   }); });
   test::RawConnection c(port_);
   c.send("GET /flood HTTP/1.1\r\nHost: x\r\n\r\n");  // and never read
-  for (int i = 0; i < 500 && gone == 0; ++i) std::this_thread::sleep_for(std::chrono::milliseconds(10));
-  stop = true;
-  EXPECT_EQ(gone, 1) << "a 256 MB stream nobody read was still open";
+  for (int i = 0; i < 500 && f->gone == 0; ++i) std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  f->stop = true;
+  EXPECT_EQ(f->gone, 1) << "a 256 MB stream nobody read was still open";
 }
 
 // Inline routes answer on the I/O thread while every handler thread is busy.
