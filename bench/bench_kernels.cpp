@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <map>
+#include <utility>
 #include <memory>
 #include <new>
 #include <random>
@@ -112,20 +113,24 @@ void args(benchmark::internal::Benchmark* b) {
   b->UseRealTime()->ArgNames({"M", "threads"});
 }
 
-// The same BF16 weights packed as `isa`'s table packs them (AMX: the pairs layout), so a kernel
-// that reads a packed layout is measured on the bytes the engine gives it.
-void run_matmul_packed(benchmark::State& state, Isa isa) {
-  const int64_t M = state.range(0), threads = state.range(1);
-  IsaScope scope(state, isa);
-  ThreadPool& pool = pool_of(threads);
-  if (!scope.ok()) return;
-  constexpr int64_t rows = 5632, cols = 2048;
-  static std::map<Isa, std::vector<kernels::PackedWeight>> sets;
-  auto& packed = sets[isa];
+// `count` BF16 matrices [rows, cols] packed as the active table packs them (AMX: the pairs
+// layout), so a kernel that reads a packed layout is measured on the bytes the engine gives it;
+// made once per key and kept for the benchmarks after.
+template <class Key>
+const std::vector<kernels::PackedWeight>& packed_set(Key key, int64_t rows, int64_t cols, int64_t count) {
+  static std::map<Key, std::vector<kernels::PackedWeight>> sets;
+  auto& packed = sets[key];
   if (packed.empty()) {
-    const WeightSet ws(DType::BF16, rows, cols, 24);  // ~550 MB
+    const WeightSet ws(DType::BF16, rows, cols, count);
     for (int64_t i = 0; i < ws.count; ++i) packed.push_back(kernels::pack(ws.view(i)));
   }
+  return packed;
+}
+
+// M rows against one matrix of the set after another (each call streams from memory): bytes/s
+// of weights, GFLOP/s, and the kernel that ran as the label.
+void time_packed(benchmark::State& state, ThreadPool& pool, const std::vector<kernels::PackedWeight>& packed, int64_t M) {
+  const int64_t rows = packed[0].view.rows, cols = packed[0].view.cols;
   std::vector<float> x(size_t(M * cols), 0.5f), y(size_t(M * rows));
   size_t i = 0;
   for (auto _ : state) {
@@ -138,6 +143,13 @@ void run_matmul_packed(benchmark::State& state, Isa isa) {
       benchmark::Counter(double(state.iterations()) * 2.0 * M * rows * cols / 1e9, benchmark::Counter::kIsRate);
 }
 
+void run_matmul_packed(benchmark::State& state, Isa isa) {
+  IsaScope scope(state, isa);
+  ThreadPool& pool = pool_of(state.range(1));
+  if (!scope.ok()) return;
+  time_packed(state, pool, packed_set(isa, 5632, 2048, 24), state.range(0));  // ~550 MB
+}
+
 BENCHMARK_CAPTURE(run_matmul_packed, Bf16_amx, Isa::Amx)->Apply(args);
 BENCHMARK_CAPTURE(run_matmul, Bf16_avx512bf16, DType::BF16, Isa::Avx512Bf16)->Apply(args);
 BENCHMARK_CAPTURE(run_matmul, Bf16_avx512, DType::BF16, Isa::Avx512)->Apply(args);
@@ -146,26 +158,12 @@ BENCHMARK_CAPTURE(run_matmul, F32_avx512, DType::F32, Isa::Avx512)->Apply(args);
 BENCHMARK_CAPTURE(run_matmul, Bf16_scalar, DType::BF16, Isa::Scalar)->Args({1, 1})->UseRealTime();
 
 // Each matrix shape of the widened TinyLlama target (q/k/v rows together, o, one of gate / up,
-// down), ~550 MB of each packed as the active table packs it, at decode (M = 1) and verification
+// down), ~275 MB of each packed as the active table packs it, at decode (M = 1) and verification
 // sizes: c(M)/c(1) per shape shows which matrix a model's cost curve owes its steps to.
 void run_model_shape(benchmark::State& state) {
-  const int64_t rows = state.range(0), cols = state.range(1), M = state.range(2);
-  ThreadPool& pool = pool_of(state.range(3));
-  static std::map<std::pair<int64_t, int64_t>, std::vector<kernels::PackedWeight>> sets;
-  auto& packed = sets[{rows, cols}];
-  if (packed.empty()) {
-    const WeightSet ws(DType::BF16, rows, cols, (int64_t(275) << 20) / (rows * cols));
-    for (int64_t i = 0; i < ws.count; ++i) packed.push_back(kernels::pack(ws.view(i)));
-  }
-  std::vector<float> x(size_t(M * cols), 0.5f), y(size_t(M * rows));
-  size_t i = 0;
-  for (auto _ : state) {
-    kernels::matmul(pool, x.data(), M, packed[i++ % packed.size()].view, y.data());
-    benchmark::DoNotOptimize(y.data());
-  }
-  state.SetLabel(kernels::kernel_name(packed[0].view, kernels::active_table()));
-  state.counters["GB/s"] = benchmark::Counter(double(state.iterations()) * double(packed[0].view.nbytes()) / 1e9,
-                                              benchmark::Counter::kIsRate);
+  const int64_t rows = state.range(0), cols = state.range(1);
+  const auto& packed = packed_set(std::pair(rows, cols), rows, cols, (int64_t(275) << 20) / (rows * cols));
+  time_packed(state, pool_of(state.range(3)), packed, state.range(2));
 }
 BENCHMARK(run_model_shape)
     ->ArgsProduct({{2560}, {2048}, {1, 12, 16, 32}, {1, 2}})

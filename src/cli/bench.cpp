@@ -105,7 +105,8 @@ std::vector<std::vector<int>> bench_prompts(const BenchOptions& o, ModelBundle& 
 }
 
 // What ran where: model, kernels, CPU and AMX; printed, and the report's top level.
-nlohmann::json bench_header(const BenchOptions& o, ModelBundle& b, const SpecSetup& spec, size_t num_prompts) {
+nlohmann::json bench_header(const BenchOptions& o, ModelBundle& b, const SpecSetup& spec, size_t num_prompts,
+                            const KernelUse& use) {
   const double active_gb = double(b.model->weight_bytes_per_token()) / 1e9;
   std::printf("model: %s | kernels: %s | prompts: %zu (%s) | max tokens: %d | temperature: %.2f\n", b.label().c_str(),
               kernels::active_table().name, num_prompts, o.dataset.empty() ? "built-in" : o.dataset.c_str(), o.max_tokens,
@@ -114,7 +115,6 @@ nlohmann::json bench_header(const BenchOptions& o, ModelBundle& b, const SpecSet
   std::string amx_why;
   const bool amx = request_amx(&amx_why);
   if (amx) amx_why = std::string("granted, kernels ") + (kernels::amx_table().isa == Isa::Amx ? "on" : "off (see the log)");
-  const KernelUse use = kernel_use(*b.model);
   std::printf("cpu: %s | features: %s | amx: %s\nmatmul kernels: %s\n", cpu_description().c_str(),
               cpu_features().names().c_str(), amx_why.c_str(), use.text.c_str());
   return {{"model", b.label()},
@@ -162,8 +162,7 @@ void bench_cost_curve(ThreadPool& pool, ModelBundle& b, const std::vector<int>& 
 // speculation must reproduce.
 RunTotals bench_baseline(ThreadPool& pool, ModelBundle& b, const BenchOptions& o,
                          const std::vector<std::vector<int>>& prompts, double prefill, const VerifyCost& vc,
-                         nlohmann::json& run) {
-  const KernelUse use = kernel_use(*b.model);
+                         const KernelUse& use, nlohmann::json& run) {
   const double active_gb = double(b.model->weight_bytes_per_token()) / 1e9, weight_gb = vc.step.weight_gb;
   const ProbedBaseline probed =
       run_baseline_with_probes(pool, b, prompts, o.max_tokens, o.sampling, o.ignore_eos, !o.skip_bandwidth);
@@ -261,7 +260,8 @@ void run_bench(BenchOptions o) {
   SpecSetup spec(o.spec, *b.model);
   const std::vector<std::vector<int>> prompts = bench_prompts(o, b, spec);
   if (o.thread_counts.empty()) o.thread_counts = {o.common.threads > 0 ? o.common.threads : ThreadPool::default_threads()};
-  nlohmann::json report = bench_header(o, b, spec, prompts.size());
+  const KernelUse use = kernel_use(*b.model);
+  nlohmann::json report = bench_header(o, b, spec, prompts.size(), use);
   for (int threads : o.thread_counts) {
     ThreadPool pool(threads);
     nlohmann::json run = {{"threads", threads}};
@@ -273,7 +273,7 @@ void run_bench(BenchOptions o) {
     run["verify_cost"] = {{"prompt_tokens", prompts[0].size()}, {"verify_tokens", vc.verify_tokens},
                           {"step", pass_json(vc.step)}, {"verify", pass_json(vc.verify)}, {"ratio", vc.ratio()}};
     if (o.cost_curve) bench_cost_curve(pool, b, prompts[0], o.verify_reps, run);
-    const RunTotals base = bench_baseline(pool, b, o, prompts, prefill, vc, run);
+    const RunTotals base = bench_baseline(pool, b, o, prompts, prefill, vc, use, run);
     if (spec.enabled()) run["speculative"] = bench_speculative(pool, b, o, prompts, base, spec);
     for (const std::string& shape : o.compare_shapes) {
       SpecOptions so = o.spec;

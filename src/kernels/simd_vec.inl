@@ -15,6 +15,8 @@ namespace eaglet::kernels::simd {
 struct Lane {
   using V = float;
   static constexpr int kWidth = 1;
+  static V load(const float* p) { return *p; }
+  static void store(float* p, V v) { *p = v; }
   static V set1(float a) { return a; }
   static V fmadd(V a, V b, V c) { return std::fma(a, b, c); }
   static V add(V a, V b) { return a + b; }
@@ -87,18 +89,22 @@ typename E::V exp(typename E::V x) {
   return E::below(x, lo, E::mul(er, E::pow2(n)));
 }
 
-// out = silu(g) * u = g / (1 + e^-g) * u, over the leading whole vectors; returns where the tail
-// starts.
+// out = silu(g) * u = g / (1 + e^-g) * u from element i on, while whole vectors of E fit;
+// returns where it stopped.
 template <class E>
-int64_t silu_mul_vectors(const float* g, const float* u, float* out, int64_t n) {
-  constexpr int W = E::kWidth;
-  int64_t i = 0;
-  for (; i + W <= n; i += W) {
+int64_t silu_mul_from(int64_t i, const float* g, const float* u, float* out, int64_t n) {
+  for (; i + E::kWidth <= n; i += E::kWidth) {
     const typename E::V x = E::load(g + i);
     const typename E::V e = exp<E>(E::mul(x, E::set1(-1.0f)));
     E::store(out + i, E::mul(E::div(x, E::add(E::set1(1.0f), e)), E::load(u + i)));
   }
   return i;
+}
+
+// The whole of silu_mul: vectors, then the tail one lane at a time with the same arithmetic.
+template <class E>
+void silu_mul(const float* g, const float* u, float* out, int64_t n) {
+  silu_mul_from<Lane>(silu_mul_from<E>(0, g, u, out, n), g, u, out, n);
 }
 
 // In place softmax, the tail (n not a multiple of kWidth) through `T`, an engine of one lane with
@@ -112,10 +118,10 @@ void softmax(float* x, int64_t n) {
   for (; i + W <= n; i += W) vmax = E::max(vmax, E::load(x + i));
   float mx = E::hmax(vmax);
   for (; i < n; ++i) mx = x[i] > mx ? x[i] : mx;
-  const typename E::V vm = E::set1(mx);
+  const typename E::V neg_max = E::set1(-mx);
   typename E::V vsum = E::set1(0.0f);
   for (i = 0; i + W <= n; i += W) {
-    const typename E::V e = exp<E>(E::add(E::load(x + i), E::mul(vm, E::set1(-1.0f))));
+    const typename E::V e = exp<E>(E::add(E::load(x + i), neg_max));
     E::store(x + i, e);
     vsum = E::add(vsum, e);
   }
@@ -124,9 +130,9 @@ void softmax(float* x, int64_t n) {
     x[i] = exp<T>(x[i] - mx);
     sum += x[i];
   }
-  const typename E::V inv = E::set1(1.0f / sum);
-  for (i = 0; i + W <= n; i += W) E::store(x + i, E::mul(E::load(x + i), inv));
-  for (; i < n; ++i) x[i] *= 1.0f / sum;
+  const float inv = 1.0f / sum;
+  for (i = 0; i + W <= n; i += W) E::store(x + i, E::mul(E::load(x + i), E::set1(inv)));
+  for (; i < n; ++i) x[i] *= inv;
 }
 
 }  // namespace eaglet::kernels::simd

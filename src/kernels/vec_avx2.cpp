@@ -63,10 +63,7 @@ struct F32Vec {
   static float hsum(V a) { return avx2::hsum(a); }
 };
 
-void silu_mul(const float* g, const float* u, float* out, int64_t n) {
-  int64_t i = simd::silu_mul_vectors<F32Vec>(g, u, out, n);
-  for (; i < n; ++i) out[i] = g[i] / (1.0f + simd::exp<simd::Lane>(-g[i])) * u[i];
-}
+void silu_mul(const float* g, const float* u, float* out, int64_t n) { simd::silu_mul<F32Vec>(g, u, out, n); }
 
 void softmax(float* x, int64_t n) { simd::softmax<F32Vec, simd::Lane>(x, n); }
 
