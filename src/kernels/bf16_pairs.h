@@ -46,10 +46,11 @@ using ToBf16Fn = void (*)(const float* x, int64_t n, bf16_t* out);
 void to_bf16_scalar(const float* x, int64_t n, bf16_t* out);
 void bf16_pairs_activations(const float* x, int64_t M, int64_t K, bf16_t* out, ToBf16Fn to_bf16 = to_bf16_scalar);
 
-// Rows of each of the eight tiles the pairs kernels configure (tile_matmul.inl); every tile is 64
-// bytes wide.
+// Rows and bytes per row of each of the eight tiles a tile kernel configures (tile_matmul.inl,
+// tile_ggml.inl): the BF16 kernels use 64-byte rows throughout, the INT8 kernel 32-byte A rows.
 struct TileShape {
   uint8_t rows[8];
+  uint8_t colsb[8] = {64, 64, 64, 64, 64, 64, 64, 64};
 };
 
 }  // namespace eaglet::kernels

@@ -31,6 +31,16 @@ std::atomic<const IsaTable*> g_override{nullptr};
 
 void set_table_override(const IsaTable* t) { g_override.store(t); }
 
+const GgmlKernel& IsaTable::ggml(QuantScheme q) const {
+  switch (q) {
+    case QuantScheme::Q8_0: return q8_0;
+    case QuantScheme::Q4_0: return q4_0;
+    case QuantScheme::Q4_K: return q4_k;
+    case QuantScheme::Q6_K: return q6_k;
+    default: fail("internal: scheme {} is not a GGUF block type", int(q));
+  }
+}
+
 const IsaTable& table_for(Isa isa) {
   switch (isa) {
     case Isa::Amx: return amx_table();
@@ -61,6 +71,16 @@ T* activation_buffer(size_t slot, size_t n) {
   return buffers[slot].data();
 }
 
+// x [M, K] quantised per block of 32, in rows padded with zero blocks to a multiple of 16: the
+// AMX kernels load activation tiles of 16 rows whatever M.
+const ActBlockQ8* quantized_activations(const IsaTable& t, const float* x, int64_t M, int64_t K, size_t slot) {
+  const int64_t blocks = M * K / 32, padded = (M + 15) / 16 * 16 * K / 32;
+  ActBlockQ8* xq = activation_buffer<ActBlockQ8>(slot, size_t(padded));
+  t.quantize_act(x, M, K, xq);
+  std::fill(xq + blocks, xq + padded, ActBlockQ8{});
+  return xq;
+}
+
 // One matmul ready to run on any range of output columns: activations already rounded to BF16
 // when the weights are BF16 and the CPU multiplies BF16 pairs, or quantised per block for GGUF
 // block weights. `same_x`, a matmul prepared earlier on the same activations, lends its copy.
@@ -84,15 +104,14 @@ class PreparedMatmul {
       }
     }
     if (is_ggml_blocks(w.quant)) {
-      EAGLET_CHECK(w.layout == Layout::Rows8, "internal: a GGUF block matrix was not packed (kernels::pack)");
+      ggml_ = &t.ggml(w.quant);
+      EAGLET_CHECK(w.layout == ggml_->layout,
+                   "internal: a GGUF block matrix laid out for other kernels than {}'s (pack it for the active table)",
+                   ggml_->name);
       EAGLET_CHECK(w.cols % ggml_block_weights(w.quant) == 0, "GGUF block matmul needs K ({}) a multiple of {}",
                    w.cols, ggml_block_weights(w.quant));
       if (shared && is_ggml_blocks(same_x->w_.quant)) xq_ = same_x->xq_;
-      else {
-        ActBlockQ8* xq = activation_buffer<ActBlockQ8>(slot, size_t(M * w.cols / 32));
-        t.quantize_act(x, M, w.cols, xq);
-        xq_ = xq;
-      }
+      else xq_ = quantized_activations(t, x, M, w.cols, slot);
     }
     if (w.dtype == DType::F8_E4M3)
       EAGLET_CHECK(w.quant != QuantScheme::None && w.cols % kMxGroup == 0,
@@ -101,17 +120,9 @@ class PreparedMatmul {
 
   void run(int64_t n0, int64_t n1, const float* bias) const {
     const int64_t K = w_.cols, N = w_.rows;
-    MatmulGgmlFn blocks = nullptr;
-    switch (w_.quant) {
-      case QuantScheme::Q8_0: blocks = t_.matmul_q8_0; break;
-      case QuantScheme::Q4_0: blocks = t_.matmul_q4_0; break;
-      case QuantScheme::Q4_K: blocks = t_.matmul_q4_k; break;
-      case QuantScheme::Q6_K: blocks = t_.matmul_q6_k; break;
-      default: break;
-    }
-    if (blocks) {
-      EAGLET_CHECK(n0 % kRowGroup == 0, "internal: GGUF block matmul split at row {}, inside a group of 8", n0);
-      blocks(xq_, M_, K, w_.data, n0, n1, y_, N);
+    if (ggml_) {
+      EAGLET_CHECK(n0 % row_group(w_.layout) == 0, "internal: GGUF block matmul split at row {}, inside a row group", n0);
+      ggml_->fn(xq_, M_, K, w_.data, n0, n1, y_, N);
     }
     else if (pairs_) {
       t_.matmul_bf16_pairs(xb_, M_, K, w_.data, n0, n1, y_, N);
@@ -139,11 +150,12 @@ class PreparedMatmul {
   const WeightView& w_;
   float* y_;
   bool pairs_ = false, bf16_dot_ = false;
+  const GgmlKernel* ggml_ = nullptr;
   const bf16_t* xb_ = nullptr;      // BF16 activations (pairs: padded), in an activation buffer
   const ActBlockQ8* xq_ = nullptr;  // int8 blocks for GGUF weights
 };
 
-// A multiple of the GGUF kernels' row group (8) and of the pairs layout's 16-row blocks, so no
+// A multiple of the GGUF kernels' row groups (8, 16) and of the pairs layout's 16-row blocks, so no
 // thread's range starts inside one.
 constexpr int64_t kRowGrain = 16;
 

@@ -35,6 +35,13 @@ using MatmulBf16PairsFn = void (*)(const bf16_t* x, int64_t M, int64_t K, const 
                                    float* y, int64_t ldy);
 using MatmulGgmlFn = void (*)(const ActBlockQ8* x, int64_t M, int64_t K, const void* w, int64_t n0, int64_t n1,
                               float* y, int64_t ldy);
+// One GGUF block type's kernel in a table: the row interleave pack() makes for it, and its name
+// in reports. Every kernel gives the scalar reference's bits, whatever its layout.
+struct GgmlKernel {
+  MatmulGgmlFn fn = nullptr;
+  Layout layout = Layout::Rows8;
+  const char* name = "";  // "scalar", "avx2", "avx512-vnni", "amx-int8", "amx-int8-model"
+};
 
 struct IsaTable {
   Isa isa;
@@ -53,15 +60,14 @@ struct IsaTable {
   void (*dot_rows)(const float* q, const float* rows, int64_t stride, int64_t n, int64_t dim, float scale,
                    float* out);
   void (*axpy_rows)(const float* w, const float* rows, int64_t stride, int64_t n, int64_t dim, float* out);
-  MatmulGgmlFn matmul_q8_0;
-  MatmulGgmlFn matmul_q4_0;
-  MatmulGgmlFn matmul_q4_k;
-  MatmulGgmlFn matmul_q6_k;
-  // x [M, K] to the activation blocks the two above read (every ISA gives the same codes).
+  GgmlKernel q8_0, q4_0, q4_k, q6_k;
+  // x [M, K] to the activation blocks the GGUF kernels read (every ISA gives the same codes).
   void (*quantize_act)(const float* x, int64_t M, int64_t K, ActBlockQ8* out);
   MatmulBf16PairsFn matmul_bf16_pairs;
   void (*softmax)(float* x, int64_t n);  // in place
   ToBf16Fn to_bf16;                      // f32_to_bf16's bits on every ISA
+
+  const GgmlKernel& ggml(QuantScheme q) const;  // q8_0 .. q6_k; throws for other schemes
 };
 
 // The AVX2 GGUF-block matmuls, which the AVX-512 tables share (kernels/matmul_ggml_avx2.cpp).
@@ -76,6 +82,15 @@ void matmul_q6_k(const ActBlockQ8* x, int64_t M, int64_t K, const void* w, int64
                  int64_t ldy);
 void quantize_activations(const float* x, int64_t M, int64_t K, ActBlockQ8* out);
 }  // namespace avx2
+
+// Q8_0 and Q4_0 on rows interleaved by 16 with AVX-512 VNNI (kernels/matmul_ggml_avx512.cpp):
+// the AVX-512 tables' kernels where the CPU has VNNI, and the AMX tables' kernel for M = 1.
+namespace vnni {
+void matmul_q8_0(const ActBlockQ8* x, int64_t M, int64_t K, const void* w, int64_t n0, int64_t n1, float* y,
+                 int64_t ldy);
+void matmul_q4_0(const ActBlockQ8* x, int64_t M, int64_t K, const void* w, int64_t n0, int64_t n1, float* y,
+                 int64_t ldy);
+}  // namespace vnni
 
 const IsaTable& scalar_table();
 const IsaTable& avx2_table();

@@ -7,7 +7,8 @@ namespace eaglet::kernels {
 // a matrix into the layout the active kernels read, so only the kernel layer knows layouts.
 enum class Layout : uint8_t {
   RowMajor,     // as in the file: rows of K elements (GGUF: rows of blocks)
-  Rows8,        // GGUF blocks with rows interleaved in groups of 8 (ggml_interleave.h)
+  Rows8,        // GGUF blocks with rows interleaved in groups of 8: 256-bit kernels (ggml_interleave.h)
+  Rows16,       // the same in groups of 16: AVX-512 VNNI registers and AMX INT8 tiles
   Bf16Pairs16,  // BF16 in blocks of 16 rows, K in pairs: the AMX / VNNI tile layout (bf16_pairs.h)
 };
 

@@ -1,8 +1,10 @@
-// The AMX BF16 kernel: tile_matmul.inl over the real tile instructions. Only the kernel lives
+// The AMX kernels: tile_matmul.inl (BF16) and tile_ggml.inl (Q8_0 / Q4_0 on INT8 tiles) over the
+// real tile instructions, with AVX-512 for the INT8 kernel's vector steps. Only the kernels live
 // here (compiled for AMX): the table and its self-test are baseline code (tile_tables.cpp), so no
 // library function instantiated with these flags can be picked for code that runs elsewhere.
 #include <immintrin.h>
 
+#include "kernels/tile_ggml.inl"
 #include "kernels/tile_matmul.inl"
 
 namespace eaglet::kernels::amx {
@@ -37,7 +39,7 @@ struct Tiles {
   void configure(const TileShape& s) {
     TileConfig cfg;
     for (int i = 0; i < 8; ++i) {
-      cfg.colsb[i] = kRowBytes;
+      cfg.colsb[i] = s.colsb[i];
       cfg.rows[i] = s.rows[i];
     }
     _tile_loadconfig(&cfg);
@@ -73,6 +75,49 @@ struct Tiles {
     else if constexpr (key == 357) _tile_dpbf16ps(3, 5, 7);
     else static_assert(key == 46, "a tile product tile_matmul.inl does not issue");
   }
+  template <int C, int A, int B>
+  void dpbssd() {
+    constexpr int key = C * 100 + A * 10 + B;
+    if constexpr (key == 46) _tile_dpbssd(0, 4, 6);
+    else if constexpr (key == 157) _tile_dpbssd(1, 5, 7);
+    else static_assert(key == 46, "a tile product tile_ggml.inl does not issue");
+  }
+
+  // tile_ggml.inl's vector steps. The 16 accumulators stay in registers: every loop over rows is
+  // unrolled and its bound only masks rows off.
+  struct Acc {
+    __m512 v[16];
+  };
+  static void clear(Acc& acc) {
+#pragma GCC unroll 16
+    for (int m = 0; m < 16; ++m) acc.v[m] = _mm512_setzero_ps();
+  }
+  static void add_block(Acc& acc, const int32_t (*c)[16], int rows, const f16_t* dw, const ActBlockQ8* a,
+                        int64_t a_stride) {
+    const __m512 d = _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(dw)));
+#pragma GCC unroll 16
+    for (int m = 0; m < 16; ++m)
+      if (m < rows)
+        acc.v[m] = _mm512_fmadd_ps(_mm512_mul_ps(d, _mm512_set1_ps(a[m * a_stride].d)),
+                                   _mm512_cvtepi32_ps(_mm512_load_si512(c[m])), acc.v[m]);
+  }
+  static void write(const Acc& acc, int rows, int cols, float* y, int64_t ldy) {
+    const __mmask16 keep = cols >= 16 ? __mmask16(0xFFFF) : __mmask16((1u << cols) - 1);
+#pragma GCC unroll 16
+    for (int m = 0; m < 16; ++m)
+      if (m < rows) _mm512_mask_storeu_ps(y + m * ldy, keep, acc.v[m]);
+  }
+  // Four 64-byte chunks of nibbles to eight lines of (nibble - 8): low nibbles are K groups 0..3,
+  // high ones 4..7.
+  static void unpack_q4_0(const uint8_t (*q)[64], int8_t* b) {
+    const __m512i low = _mm512_set1_epi8(0x0F), eight = _mm512_set1_epi8(8);
+#pragma GCC unroll 4
+    for (int c = 0; c < 4; ++c) {
+      const __m512i raw = _mm512_loadu_si512(q[c]);
+      _mm512_storeu_si512(b + 64 * c, _mm512_sub_epi8(_mm512_and_si512(raw, low), eight));
+      _mm512_storeu_si512(b + 64 * (c + 4), _mm512_sub_epi8(_mm512_and_si512(_mm512_srli_epi16(raw, 4), low), eight));
+    }
+  }
 };
 #undef EAGLET_TILE_SWITCH
 
@@ -82,6 +127,18 @@ void matmul_bf16_pairs(const bf16_t* x, int64_t M, int64_t K, const void* w, int
                        int64_t ldy) {
   Tiles t;
   tiles::matmul_bf16_pairs(t, x, M, K, w, n0, n1, y, ldy);
+}
+
+void matmul_q8_0(const ActBlockQ8* x, int64_t M, int64_t K, const void* w, int64_t n0, int64_t n1, float* y,
+                 int64_t ldy, int8_t* panel) {
+  Tiles t;
+  tiles::matmul_int8<Tiles, tiles::Q8Tiles>(t, x, M, K, w, n0, n1, y, ldy, panel);
+}
+
+void matmul_q4_0(const ActBlockQ8* x, int64_t M, int64_t K, const void* w, int64_t n0, int64_t n1, float* y,
+                 int64_t ldy, int8_t* panel) {
+  Tiles t;
+  tiles::matmul_int8<Tiles, tiles::Q4Tiles>(t, x, M, K, w, n0, n1, y, ldy, panel);
 }
 
 }  // namespace eaglet::kernels::amx

@@ -83,10 +83,10 @@ const IsaTable& avx2_table() {
     t.silu_mul = avx2::silu_mul;
     t.softmax = avx2::softmax;
     t.to_bf16 = avx2::to_bf16;
-    t.matmul_q8_0 = avx2::matmul_q8_0;
-    t.matmul_q4_0 = avx2::matmul_q4_0;
-    t.matmul_q4_k = avx2::matmul_q4_k;
-    t.matmul_q6_k = avx2::matmul_q6_k;
+    t.q8_0 = {avx2::matmul_q8_0, Layout::Rows8, "avx2"};
+    t.q4_0 = {avx2::matmul_q4_0, Layout::Rows8, "avx2"};
+    t.q4_k = {avx2::matmul_q4_k, Layout::Rows8, "avx2"};
+    t.q6_k = {avx2::matmul_q6_k, Layout::Rows8, "avx2"};
     t.quantize_act = avx2::quantize_activations;
     return t;
   }();

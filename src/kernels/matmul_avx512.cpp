@@ -114,8 +114,12 @@ void to_bf16(const float*, int64_t, bf16_t*);
 }  // namespace avx512
 
 const IsaTable& avx512_table() {
-  static const IsaTable t = [] {  // the GGUF block kernels stay AVX2's
+  static const IsaTable t = [] {  // Q4_K / Q6_K stay AVX2's; Q8_0 / Q4_0 AVX2's where there is no VNNI
     IsaTable t = avx2_table();
+    if (cpu_features().avx512_vnni) {
+      t.q8_0 = {vnni::matmul_q8_0, Layout::Rows16, "avx512-vnni"};
+      t.q4_0 = {vnni::matmul_q4_0, Layout::Rows16, "avx512-vnni"};
+    }
     t.isa = Isa::Avx512;
     t.name = "avx512";
     t.matmul_f32 = avx512::matmul_f32;

@@ -10,8 +10,8 @@ namespace eaglet::kernels {
 
 size_t WeightView::nbytes() const {
   if (is_ggml_blocks(quant))
-    return layout == Layout::Rows8 ? size_t(ggml_matrix_bytes(quant, rows, cols))
-                                   : size_t(rows) * ggml_row_bytes(ggml_type_of(quant), cols);
+    return layout == Layout::RowMajor ? size_t(rows) * ggml_row_bytes(ggml_type_of(quant), cols)
+                                      : size_t(ggml_matrix_bytes(quant, rows, cols, row_group(layout)));
   if (layout == Layout::Bf16Pairs16) return bf16_pairs_bytes(rows, cols);
   return size_t(rows) * size_t(cols) * dtype_size(dtype) + scale_bytes;
 }
@@ -20,8 +20,9 @@ PackedWeight pack(const WeightView& w, const IsaTable& t) {
   PackedWeight p{w, {}};
   if (w.layout != Layout::RowMajor) return p;
   if (is_ggml_blocks(w.quant)) {
-    p.bytes = interleave_rows(ggml_type_of(w.quant), w.data, w.rows, w.cols);
-    p.view.layout = Layout::Rows8;
+    const Layout layout = t.ggml(w.quant).layout;
+    p.bytes = interleave_rows(ggml_type_of(w.quant), w.data, w.rows, w.cols, row_group(layout));
+    p.view.layout = layout;
   } else if (w.dtype == DType::BF16 && t.bf16_layout == Layout::Bf16Pairs16) {
     p.bytes = pack_bf16_pairs(static_cast<const bf16_t*>(w.data), w.rows, w.cols);
     p.view.layout = Layout::Bf16Pairs16;
@@ -42,7 +43,7 @@ void read_row(const WeightView& w, int64_t r, float* out) {
     const GgmlType type = ggml_type_of(w.quant);
     if (w.layout == Layout::RowMajor) return dequantize_row(type, bytes + size_t(r) * ggml_row_bytes(type, K), out, K);
     std::vector<uint8_t> row(ggml_row_bytes(type, K));
-    deinterleave_row(type, w.data, K, r, row.data());
+    deinterleave_row(type, w.data, K, r, row.data(), row_group(w.layout));
     return dequantize_row(type, row.data(), out, K);
   }
   switch (w.dtype) {
@@ -64,7 +65,8 @@ void read_row(const WeightView& w, int64_t r, float* out) {
 
 std::string kernel_name(const WeightView& w, const IsaTable& t) {
   const std::string isa = t.name;
-  if (is_ggml_blocks(w.quant)) return isa + " " + ggml_type_info(uint32_t(ggml_type_of(w.quant)))->name;
+  if (is_ggml_blocks(w.quant))
+    return std::string(t.ggml(w.quant).name) + " " + ggml_type_info(uint32_t(ggml_type_of(w.quant)))->name;
   switch (w.dtype) {
     case DType::F8_E4M3: return isa + (w.quant == QuantScheme::Mxfp8 ? " mxfp8" : " fp8-block");
     case DType::BF16:

@@ -27,7 +27,8 @@ enum class QuantScheme : uint8_t {
 inline bool is_ggml_blocks(QuantScheme q) {
   return q == QuantScheme::Q8_0 || q == QuantScheme::Q4_0 || q == QuantScheme::Q4_K || q == QuantScheme::Q6_K;
 }
-// Weights per block along a row (K must be a multiple), and bytes per block of 8 interleaved rows.
+// Weights per block along a row (K must be a multiple), and bytes per block of 8 interleaved rows
+// (16 rows take twice as many: the interleaved groups hold the rows' blocks and nothing else).
 inline constexpr int64_t kGroupBytesQ4_K = 1184, kGroupBytesQ6_K = 2192;
 inline int64_t ggml_block_weights(QuantScheme q) { return q == QuantScheme::Q8_0 || q == QuantScheme::Q4_0 ? 32 : 256; }
 inline int64_t ggml_group_bytes(QuantScheme q) {
@@ -39,9 +40,9 @@ inline int64_t ggml_group_bytes(QuantScheme q) {
     default: return 0;
   }
 }
-// Bytes of a whole interleaved matrix: rows padded to a whole group of 8.
-inline int64_t ggml_matrix_bytes(QuantScheme q, int64_t rows, int64_t K) {
-  return (rows + 7) / 8 * (K / ggml_block_weights(q)) * ggml_group_bytes(q);
+// Bytes of a whole matrix interleaved by `group` (8 or 16) rows: rows padded to a whole group.
+inline int64_t ggml_matrix_bytes(QuantScheme q, int64_t rows, int64_t K, int64_t group = 8) {
+  return (rows + group - 1) / group * (group / 8) * (K / ggml_block_weights(q)) * ggml_group_bytes(q);
 }
 
 inline constexpr int kMxGroup = 32;    // inputs per MXFP8 scale

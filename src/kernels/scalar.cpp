@@ -186,11 +186,27 @@ void matmul_q6_k(const ActBlockQ8* x, int64_t M, int64_t K, const void* w, int64
 }  // namespace
 
 const IsaTable& scalar_table() {
-  static const IsaTable t{Isa::Scalar, "scalar",   Layout::RowMajor, matmul_f32,  matmul_bf16,
-                          matmul_bf16_bf16, dot,   axpy,             rmsnorm,     silu_mul,
-                          matmul_fp8,  dot_rows,   axpy_rows,        matmul_q8_0, matmul_q4_0,
-                          matmul_q4_k, matmul_q6_k, quantize_activations, matmul_bf16_pairs,
-                          softmax,     to_bf16_scalar};
+  static const IsaTable t{.isa = Isa::Scalar,
+                          .name = "scalar",
+                          .bf16_layout = Layout::RowMajor,
+                          .matmul_f32 = matmul_f32,
+                          .matmul_bf16 = matmul_bf16,
+                          .matmul_bf16_bf16 = matmul_bf16_bf16,
+                          .dot = dot,
+                          .axpy = axpy,
+                          .rmsnorm = rmsnorm,
+                          .silu_mul = silu_mul,
+                          .matmul_fp8 = matmul_fp8,
+                          .dot_rows = dot_rows,
+                          .axpy_rows = axpy_rows,
+                          .q8_0 = {matmul_q8_0, Layout::Rows8, "scalar"},
+                          .q4_0 = {matmul_q4_0, Layout::Rows8, "scalar"},
+                          .q4_k = {matmul_q4_k, Layout::Rows8, "scalar"},
+                          .q6_k = {matmul_q6_k, Layout::Rows8, "scalar"},
+                          .quantize_act = quantize_activations,
+                          .matmul_bf16_pairs = matmul_bf16_pairs,
+                          .softmax = softmax,
+                          .to_bf16 = to_bf16_scalar};
   return t;
 }
 

@@ -1,13 +1,16 @@
-// The two tables whose BF16 matmuls run on tiles: AMX (once it passes a self-test against the tile
-// model) and the tile model itself (tile_model.h), which runs on any CPU.
+// The two tables whose BF16 and Q8_0 / Q4_0 matmuls run on tiles: AMX (once it passes a self-test
+// against the tile model) and the tile model itself (tile_model.h), which runs on any CPU.
 #include <cmath>
+#include <cstring>
 #include <random>
 #include <string>
 #include <vector>
 
 #include <spdlog/spdlog.h>
 
+#include "kernels/ggml_interleave.h"
 #include "kernels/isa_table.h"
+#include "kernels/tile_ggml.inl"
 #include "kernels/tile_matmul.inl"
 #include "kernels/tile_model.h"
 
@@ -15,9 +18,41 @@ namespace eaglet::kernels {
 namespace amx {
 void matmul_bf16_pairs(const bf16_t* x, int64_t M, int64_t K, const void* w, int64_t n0, int64_t n1, float* y,
                        int64_t ldy);  // matmul_amx.cpp
+void matmul_q8_0(const ActBlockQ8* x, int64_t M, int64_t K, const void* w, int64_t n0, int64_t n1, float* y,
+                 int64_t ldy, int8_t* panel);
+void matmul_q4_0(const ActBlockQ8* x, int64_t M, int64_t K, const void* w, int64_t n0, int64_t n1, float* y,
+                 int64_t ldy, int8_t* panel);
 }  // namespace amx
 
 namespace {
+
+// Scratch for the INT8 kernels' widened Q4_0 panel (K / 32 blocks of 512 bytes), per thread.
+int8_t* int8_panel(int64_t K) {
+  thread_local std::vector<int8_t> panel;
+  const size_t need = size_t(K / 32 * tiles::kPanelBlock);
+  if (panel.size() < need) panel.resize(need);
+  return panel.data();
+}
+
+using MatmulInt8Fn = void (*)(const ActBlockQ8*, int64_t, int64_t, const void*, int64_t, int64_t, float*, int64_t,
+                              int8_t*);
+
+// Below this many rows the VNNI kernel is faster than tiles (same bits either way).
+constexpr int64_t kAmxMinRows = 2;
+
+template <MatmulInt8Fn kTiles, MatmulGgmlFn kVnni>
+void amx_int8(const ActBlockQ8* x, int64_t M, int64_t K, const void* w, int64_t n0, int64_t n1, float* y,
+              int64_t ldy) {
+  if (M < kAmxMinRows) return kVnni(x, M, K, w, n0, n1, y, ldy);
+  kTiles(x, M, K, w, n0, n1, y, ldy, int8_panel(K));
+}
+
+template <class Q>
+void int8_model(const ActBlockQ8* x, int64_t M, int64_t K, const void* w, int64_t n0, int64_t n1, float* y,
+                int64_t ldy) {
+  TileModel t;
+  tiles::matmul_int8<TileModel, Q>(t, x, M, K, w, n0, n1, y, ldy, int8_panel(K));
+}
 
 void matmul_bf16_pairs_model(const bf16_t* x, int64_t M, int64_t K, const void* w, int64_t n0, int64_t n1, float* y,
                              int64_t ldy) {
@@ -51,6 +86,41 @@ bool amx_self_test(std::string* why) {
   return true;
 }
 
+// The AMX INT8 kernels against the tile model, bitwise (exact block sums, the same float
+// operations), on Q4_0 and Q8_0 with 37 rows (two passes of 16 and a partial one), three blocks
+// (the odd one out of the two in flight) and 40 columns (a partial tile).
+bool amx_int8_self_test(std::string* why) {
+  const int64_t M = 37, K = 96, N = 40;
+  std::mt19937 rng(9);
+  std::normal_distribution<float> nd(0.0f, 1.0f);
+  std::vector<float> x(size_t(M * K)), wf(size_t(N * K));
+  for (float& v : x) v = nd(rng);
+  for (float& v : wf) v = nd(rng);
+  std::vector<ActBlockQ8> xq(size_t((M + 15) / 16 * 16 * K / 32));
+  quantize_activations(x.data(), M, K, xq.data());
+  std::vector<BlockQ8_0> w8(size_t(N * K / 32));
+  std::vector<BlockQ4_0> w4(w8.size());
+  quantize_row_q8_0(wf.data(), w8.data(), N * K);
+  quantize_row_q4_0(wf.data(), w4.data(), N * K);
+  const std::vector<uint8_t> p8 = interleave_rows(GgmlType::Q8_0, w8.data(), N, K, kRowGroup16);
+  const std::vector<uint8_t> p4 = interleave_rows(GgmlType::Q4_0, w4.data(), N, K, kRowGroup16);
+  const auto differs = [&](const char* type, MatmulGgmlFn model, MatmulInt8Fn real, const void* w) {
+    std::vector<float> got(size_t(M * N), NAN), want(size_t(M * N));
+    real(xq.data(), M, K, w, 0, N, got.data(), N, int8_panel(K));
+    model(xq.data(), M, K, w, 0, N, want.data(), N);
+    for (size_t i = 0; i < got.size(); ++i)
+      if (std::memcmp(&got[i], &want[i], sizeof(float)) != 0) {
+        *why = std::string("its ") + type + " self-test gave " + std::to_string(got[i]) + " for y[" +
+               std::to_string(i / size_t(N)) + ", " + std::to_string(i % size_t(N)) + "] where the tile model gives " +
+               std::to_string(want[i]);
+        return true;
+      }
+    return false;
+  };
+  return !differs("Q8_0", int8_model<tiles::Q8Tiles>, amx::matmul_q8_0, p8.data()) &&
+         !differs("Q4_0", int8_model<tiles::Q4Tiles>, amx::matmul_q4_0, p4.data());
+}
+
 }  // namespace
 
 const IsaTable& amx_table() {
@@ -64,6 +134,14 @@ const IsaTable& amx_table() {
       t.name = "amx";
       t.bf16_layout = Layout::Bf16Pairs16;
       t.matmul_bf16_pairs = amx::matmul_bf16_pairs;
+      std::string int8_why;
+      if (!f.amx_int8 || !f.avx512_vnni) int8_why = "this CPU has no AMX-INT8 and AVX-512 VNNI";
+      else if (amx_int8_self_test(&int8_why)) {
+        t.q8_0 = {amx_int8<amx::matmul_q8_0, vnni::matmul_q8_0>, Layout::Rows16, "amx-int8"};
+        t.q4_0 = {amx_int8<amx::matmul_q4_0, vnni::matmul_q4_0>, Layout::Rows16, "amx-int8"};
+      }
+      if (!int8_why.empty())
+        spdlog::warn("AMX INT8 kernels off: {}; GGUF blocks run the {} kernels", int8_why, t.q8_0.name);
       return t;
     }
     spdlog::warn("AMX kernels off: {}; running the {} kernels", why, t.name);
@@ -79,6 +157,8 @@ const IsaTable& tile_model_table() {
     t.name = "amx-model";
     t.bf16_layout = Layout::Bf16Pairs16;
     t.matmul_bf16_pairs = matmul_bf16_pairs_model;
+    t.q8_0 = {int8_model<tiles::Q8Tiles>, Layout::Rows16, "amx-int8-model"};
+    t.q4_0 = {int8_model<tiles::Q4Tiles>, Layout::Rows16, "amx-int8-model"};
     return t;
   }();
   return t;
