@@ -219,21 +219,23 @@ void run_mxfp8(benchmark::State& state, Isa isa) {
 BENCHMARK_CAPTURE(run_mxfp8, Mxfp8_avx512, Isa::Avx512)->Args({1, 1})->Args({4, 1})->Args({1, 2})->UseRealTime();
 BENCHMARK_CAPTURE(run_mxfp8, Mxfp8_avx2, Isa::Avx2)->Args({1, 1})->Args({4, 1})->Args({1, 2})->Args({4, 2})->UseRealTime();
 
-}  // namespace
-
-BENCHMARK_MAIN();
-
-// GGUF block weights of the widened TinyLlama's MLP shape (5632 x 2048) in the kernels' interleaved
-// layout, ~550 MB of BF16 equivalents each (copies, so the stream never fits a cache): decode
-// (M = 1) against the read probe above, and batches for verification.
-void run_ggml(benchmark::State& state, kernels::GgmlType type) {
-  const int64_t M = state.range(0), threads = state.range(1), N = 5632, K = 2048;
-  const kernels::QuantScheme q = kernels::interleaved_scheme(type);
-  const int64_t bytes_per = kernels::ggml_matrix_bytes(q, N, K), count = (int64_t(550) << 20) / (N * K * 2);
-  ThreadPool& pool = pool_of(threads);
-  static std::map<int, PageVector<uint8_t>> store;
-  PageVector<uint8_t>& bytes = store[int(type)];
-  if (bytes.empty()) {
+// GGUF block weights of the widened TinyLlama's MLP shape (5632 x 2048), packed as each ISA's
+// table packs them (AVX2: 8-row groups; AVX-512 VNNI and AMX INT8: 16-row groups) and copied until
+// the set holds ~550 MB, so the stream never fits a cache: decode (M = 1) against the read probe,
+// and batches for verification. The label names the kernel that ran.
+void run_ggml(benchmark::State& state, kernels::GgmlType type, Isa isa) {
+  const int64_t M = state.range(0), N = 5632, K = 2048;
+  IsaScope scope(state, isa);
+  ThreadPool& pool = pool_of(state.range(1));
+  if (!scope.ok()) return;
+  struct Set {
+    kernels::WeightView view;  // of the first copy
+    int64_t bytes_per = 0, count = 0;
+    PageVector<uint8_t> bytes;
+  };
+  static std::map<std::pair<int, Isa>, Set> sets;
+  Set& set = sets[{int(type), isa}];
+  if (set.bytes.empty()) {
     std::mt19937 rng(1);
     const kernels::GgmlTypeInfo* info = kernels::ggml_type_info(uint32_t(type));
     std::vector<uint8_t> blocks(kernels::ggml_row_bytes(type, K) * size_t(N));
@@ -242,21 +244,37 @@ void run_ggml(benchmark::State& state, kernels::GgmlType type) {
     const size_t at = type == kernels::GgmlType::Q6_K ? 208 : 0, n = type == kernels::GgmlType::Q4_K ? 2 : 1;
     for (size_t i = 0; i < blocks.size(); i += info->block_bytes)
       for (size_t j = 0; j < n; ++j) blocks[i + at + 2 * j] = 0x1f, blocks[i + at + 2 * j + 1] = 0x21;
-    const std::vector<uint8_t> one = kernels::interleave_rows(type, blocks.data(), N, K);
-    bytes.resize(size_t(bytes_per * count));
-    for (int64_t c = 0; c < count; ++c) std::copy(one.begin(), one.end(), bytes.begin() + c * bytes_per);
+    const kernels::PackedWeight one =
+        kernels::pack({DType::U8, blocks.data(), N, K, kernels::interleaved_scheme(type)});
+    set.bytes_per = int64_t(one.view.nbytes());
+    set.count = std::max<int64_t>(1, (int64_t(550) << 20) / set.bytes_per);
+    set.bytes.resize(size_t(set.bytes_per * set.count));
+    const auto* src = static_cast<const uint8_t*>(one.view.data);
+    for (int64_t c = 0; c < set.count; ++c) std::copy(src, src + set.bytes_per, set.bytes.begin() + c * set.bytes_per);
+    set.view = one.view;
   }
   std::vector<float> x(size_t(M * K), 0.5f), y(size_t(M * N));
   int64_t i = 0;
   for (auto _ : state) {
-    kernels::WeightView v{DType::U8, bytes.data() + (i++ % count) * bytes_per, N, K, q};
-    v.layout = kernels::Layout::Rows8;  // interleaved above, as kernels::pack lays them out
+    kernels::WeightView v = set.view;
+    v.data = set.bytes.data() + (i++ % set.count) * set.bytes_per;
     kernels::matmul(pool, x.data(), M, v, y.data());
     benchmark::DoNotOptimize(y.data());
   }
-  state.SetBytesProcessed(int64_t(state.iterations()) * bytes_per);
+  state.SetLabel(kernels::kernel_name(set.view, kernels::active_table()));
+  state.SetBytesProcessed(int64_t(state.iterations()) * set.bytes_per);
+  state.counters["GFLOP/s"] =
+      benchmark::Counter(double(state.iterations()) * 2.0 * M * N * K / 1e9, benchmark::Counter::kIsRate);
 }
-BENCHMARK_CAPTURE(run_ggml, Q8_0, kernels::GgmlType::Q8_0)->Apply(args);
-BENCHMARK_CAPTURE(run_ggml, Q4_0, kernels::GgmlType::Q4_0)->Apply(args);
-BENCHMARK_CAPTURE(run_ggml, Q4_K, kernels::GgmlType::Q4_K)->Apply(args);
-BENCHMARK_CAPTURE(run_ggml, Q6_K, kernels::GgmlType::Q6_K)->Apply(args);
+BENCHMARK_CAPTURE(run_ggml, Q8_0_amx, kernels::GgmlType::Q8_0, Isa::Amx)->Apply(args);
+BENCHMARK_CAPTURE(run_ggml, Q8_0_avx512, kernels::GgmlType::Q8_0, Isa::Avx512)->Apply(args);
+BENCHMARK_CAPTURE(run_ggml, Q8_0_avx2, kernels::GgmlType::Q8_0, Isa::Avx2)->Apply(args);
+BENCHMARK_CAPTURE(run_ggml, Q4_0_amx, kernels::GgmlType::Q4_0, Isa::Amx)->Apply(args);
+BENCHMARK_CAPTURE(run_ggml, Q4_0_avx512, kernels::GgmlType::Q4_0, Isa::Avx512)->Apply(args);
+BENCHMARK_CAPTURE(run_ggml, Q4_0_avx2, kernels::GgmlType::Q4_0, Isa::Avx2)->Apply(args);
+BENCHMARK_CAPTURE(run_ggml, Q4_K_avx2, kernels::GgmlType::Q4_K, Isa::Avx2)->Apply(args);
+BENCHMARK_CAPTURE(run_ggml, Q6_K_avx2, kernels::GgmlType::Q6_K, Isa::Avx2)->Apply(args);
+
+}  // namespace
+
+BENCHMARK_MAIN();

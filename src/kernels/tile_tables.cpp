@@ -37,13 +37,16 @@ int8_t* int8_panel(int64_t K) {
 using MatmulInt8Fn = void (*)(const ActBlockQ8*, int64_t, int64_t, const void*, int64_t, int64_t, float*, int64_t,
                               int8_t*);
 
-// Below this many rows the VNNI kernel is faster than tiles (same bits either way).
-constexpr int64_t kAmxMinRows = 2;
+// Below kMinRows rows the VNNI kernel is faster than tiles (same bits either way): every 32-weight
+// block needs a fresh C tile, stored and scaled by the vector unit, and Q4_0 also widens its
+// nibbles first. Measured with eaglet_bench_kernels' run_ggml (5632 x 2048, 2 threads, Intel Xeon
+// AMX VM): Q8_0 ties at M = 2-4 and tiles win from 8; Q4_0's VNNI kernel wins up to M = 8.
+constexpr int64_t kAmxMinRowsQ8_0 = 8, kAmxMinRowsQ4_0 = 16;
 
-template <MatmulInt8Fn kTiles, MatmulGgmlFn kVnni>
+template <MatmulInt8Fn kTiles, MatmulGgmlFn kVnni, int64_t kMinRows>
 void amx_int8(const ActBlockQ8* x, int64_t M, int64_t K, const void* w, int64_t n0, int64_t n1, float* y,
               int64_t ldy) {
-  if (M < kAmxMinRows) return kVnni(x, M, K, w, n0, n1, y, ldy);
+  if (M < kMinRows) return kVnni(x, M, K, w, n0, n1, y, ldy);
   kTiles(x, M, K, w, n0, n1, y, ldy, int8_panel(K));
 }
 
@@ -137,8 +140,8 @@ const IsaTable& amx_table() {
       std::string int8_why;
       if (!f.amx_int8 || !f.avx512_vnni) int8_why = "this CPU has no AMX-INT8 and AVX-512 VNNI";
       else if (amx_int8_self_test(&int8_why)) {
-        t.q8_0 = {amx_int8<amx::matmul_q8_0, vnni::matmul_q8_0>, Layout::Rows16, "amx-int8"};
-        t.q4_0 = {amx_int8<amx::matmul_q4_0, vnni::matmul_q4_0>, Layout::Rows16, "amx-int8"};
+        t.q8_0 = {amx_int8<amx::matmul_q8_0, vnni::matmul_q8_0, kAmxMinRowsQ8_0>, Layout::Rows16, "amx-int8"};
+        t.q4_0 = {amx_int8<amx::matmul_q4_0, vnni::matmul_q4_0, kAmxMinRowsQ4_0>, Layout::Rows16, "amx-int8"};
       }
       if (!int8_why.empty())
         spdlog::warn("AMX INT8 kernels off: {}; GGUF blocks run the {} kernels", int8_why, t.q8_0.name);
