@@ -26,6 +26,7 @@
 #include "kernels/ggml_interleave.h"
 #include "kernels/ggml_quant.h"
 #include "kernels/isa_table.h"
+#include "kernels/row_tiles.h"
 
 // Every loop over the rows of a tile or the chunks of a block is unrolled: left alone, -O2 keeps
 // the tile's sums on the stack and loads and stores them per chunk (2x slower at 4 rows).
@@ -215,14 +216,7 @@ void matmul_groups(const ActBlockQ8* x, int64_t M, int64_t K, const void* w, int
   const auto* groups = static_cast<const typename Q::Group*>(w);
   for (int64_t n = n0; n < n1; n += kRowGroup) {
     const typename Q::Group* g = groups + (n / kRowGroup) * nb;
-    int64_t m = 0;
-    for (; m + 4 <= M; m += 4) group_tile<Q, 4>(x, m, K, g, y + n, ldy, n1 - n);
-    switch (M - m) {
-      case 3: group_tile<Q, 3>(x, m, K, g, y + n, ldy, n1 - n); break;
-      case 2: group_tile<Q, 2>(x, m, K, g, y + n, ldy, n1 - n); break;
-      case 1: group_tile<Q, 1>(x, m, K, g, y + n, ldy, n1 - n); break;
-      default: break;
-    }
+    for_row_tiles(M, [&](auto R, int64_t m) { group_tile<Q, R()>(x, m, K, g, y + n, ldy, n1 - n); });
   }
 }
 
