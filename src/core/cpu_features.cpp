@@ -53,6 +53,7 @@ CpuFeatures detect() {
   f.avx512bw = zmm && bit(l7.b, 30);
   f.avx512vl = zmm && bit(l7.b, 31);
   f.avx512_vnni = zmm && bit(l7.c, 11);
+  f.avx512_vbmi = zmm && bit(l7.c, 1);
   f.avx512_bf16 = zmm && bit(l7s1.a, 5);
   f.avx_vnni = ymm && bit(l7s1.a, 4);
   f.amx_bf16 = tiles && bit(l7.d, 22);
@@ -74,7 +75,7 @@ std::string CpuFeatures::names() const {
   std::string out;
   const std::pair<bool, const char*> all[] = {
       {avx2, "avx2"}, {fma, "fma"}, {f16c, "f16c"}, {avx512f, "avx512f"}, {avx512bw, "avx512bw"},
-      {avx512vl, "avx512vl"}, {avx512dq, "avx512dq"}, {avx512_bf16, "avx512_bf16"}, {avx512_vnni, "avx512_vnni"},
+      {avx512vl, "avx512vl"}, {avx512dq, "avx512dq"}, {avx512_bf16, "avx512_bf16"}, {avx512_vnni, "avx512_vnni"}, {avx512_vbmi, "avx512vbmi"},
       {avx_vnni, "avx_vnni"}, {amx_tile, "amx_tile"}, {amx_bf16, "amx_bf16"}, {amx_int8, "amx_int8"}};
   for (const auto& [has, name] : all)
     if (has) out += (out.empty() ? "" : " ") + std::string(name);

@@ -14,7 +14,7 @@ enum class Isa { Scalar = 0, Avx2 = 1, Avx512 = 2, Avx512Bf16 = 3, Amx = 4 };
 struct CpuFeatures {
   bool avx2 = false, fma = false, f16c = false;
   bool avx512f = false, avx512bw = false, avx512vl = false, avx512dq = false;
-  bool avx512_bf16 = false, avx512_vnni = false, avx_vnni = false;
+  bool avx512_bf16 = false, avx512_vnni = false, avx_vnni = false, avx512_vbmi = false;
   bool amx_tile = false, amx_bf16 = false, amx_int8 = false;
   // The features present, named as /proc/cpuinfo's flags name them ("avx2 fma f16c ...").
   std::string names() const;

@@ -82,7 +82,7 @@ const ActBlockQ8* quantized_activations(const IsaTable& t, const float* x, int64
 }
 
 // One matmul ready to run on any range of output columns: activations already rounded to BF16
-// when the weights are BF16 and the CPU multiplies BF16 pairs, or quantised per block for GGUF
+// when the weights are BF16 or FP8 and the CPU multiplies BF16 pairs, or quantised per block for GGUF
 // block weights. `same_x`, a matmul prepared earlier on the same activations, lends its copy.
 class PreparedMatmul {
  public:
@@ -90,7 +90,7 @@ class PreparedMatmul {
                  const PreparedMatmul* same_x = nullptr)
       : t_(t), x_(x), M_(M), w_(w), y_(y) {
     const bool shared = same_x && same_x->x_ == x && same_x->M_ == M && same_x->w_.cols == w.cols;
-    pairs_ = w.layout == Layout::Bf16Pairs16;
+    pairs_ = w.layout == Layout::Bf16Pairs16 || w.layout == Layout::Fp8Pairs16;
     bf16_dot_ = !pairs_ && w.dtype == DType::BF16 && t.matmul_bf16_bf16;
     if (pairs_ || bf16_dot_) {  // BF16 activations (the pairs kernels read them zero-padded)
       if (shared && same_x->pairs_ == pairs_ && same_x->bf16_dot_ == bf16_dot_) {
@@ -125,7 +125,8 @@ class PreparedMatmul {
       ggml_->fn(xq_, M_, K, w_.data, n0, n1, y_, N);
     }
     else if (pairs_) {
-      t_.matmul_bf16_pairs(xb_, M_, K, w_.data, n0, n1, y_, N);
+      if (w_.layout == Layout::Fp8Pairs16) t_.matmul_fp8_pairs(xb_, M_, K, w_.data, w_.fp8_scales(), n0, n1, y_, N);
+      else t_.matmul_bf16_pairs(xb_, M_, K, w_.data, n0, n1, y_, N);
     }
     else switch (w_.dtype) {
       case DType::F32: t_.matmul_f32(x_, M_, K, static_cast<const float*>(w_.data), n0, n1, y_, N); break;

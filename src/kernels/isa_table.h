@@ -33,6 +33,10 @@ struct ActBlockQ8;
 // the BF16 pairs layout (bf16_pairs.h); n0 a multiple of 16.
 using MatmulBf16PairsFn = void (*)(const bf16_t* x, int64_t M, int64_t K, const void* w, int64_t n0, int64_t n1,
                                    float* y, int64_t ldy);
+// FP8 weights in their pairs layout (fp8_pairs.h; `s.data` the packed scales) against BF16
+// activations laid out as for matmul_bf16_pairs; n0 a multiple of 16.
+using MatmulFp8PairsFn = void (*)(const bf16_t* x, int64_t M, int64_t K, const void* w, const Fp8Scales& s,
+                                  int64_t n0, int64_t n1, float* y, int64_t ldy);
 using MatmulGgmlFn = void (*)(const ActBlockQ8* x, int64_t M, int64_t K, const void* w, int64_t n0, int64_t n1,
                               float* y, int64_t ldy);
 // One GGUF block type's kernel in a table: the row interleave pack() makes for it, and its name
@@ -66,6 +70,8 @@ struct IsaTable {
   MatmulBf16PairsFn matmul_bf16_pairs;
   void (*softmax)(float* x, int64_t n);  // in place
   ToBf16Fn to_bf16;                      // f32_to_bf16's bits on every ISA
+  Layout fp8_layout = Layout::RowMajor;  // how pack() lays out FP8 weights (AMX: FP8 pairs)
+  MatmulFp8PairsFn matmul_fp8_pairs;     // every table reads the layout; AMX's on tiles
 
   const GgmlKernel& ggml(QuantScheme q) const;  // q8_0 .. q6_k; throws for other schemes
 };

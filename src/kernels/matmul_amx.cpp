@@ -1,14 +1,40 @@
-// The AMX kernels: tile_matmul.inl (BF16) and tile_ggml.inl (Q8_0 / Q4_0 on INT8 tiles) over the
-// real tile instructions, with AVX-512 for the INT8 kernel's vector steps. Only the kernels live
+// The AMX kernels: tile_matmul.inl (BF16), tile_fp8.inl (FP8 decoded onto BF16 tiles) and
+// tile_ggml.inl (Q8_0 / Q4_0 on INT8 tiles) over the real tile instructions, with AVX-512 for the
+// FP8 decoder and the INT8 kernel's vector steps. Only the kernels live
 // here (compiled for AMX): the table and its self-test are baseline code (tile_tables.cpp), so no
 // library function instantiated with these flags can be picked for code that runs elsewhere.
 #include <immintrin.h>
 
+#include "kernels/tile_fp8.inl"
 #include "kernels/tile_ggml.inl"
 #include "kernels/tile_matmul.inl"
 
 namespace eaglet::kernels::amx {
 namespace {
+
+// The BF16 bits of the e4m3 magnitudes 0..127 (every finite one exact; 127 is NaN), split into
+// low and high bytes for VPERMT2B.
+constexpr uint16_t e4m3_bf16_bits(int m) {
+  const int e = m >> 3, f = m & 7;
+  if (m == 0x7f) return 0x7fc0;
+  if (e > 0) return uint16_t((e + 120) << 7 | f << 4);  // 2^(e - 7) * (1 + f / 8)
+  if (f == 0) return 0;
+  const int top = f >= 4 ? 2 : f >= 2 ? 1 : 0;  // subnormal f * 2^-9 = 2^(top - 9) * (f / 2^top)
+  return uint16_t((127 + top - 9) << 7 | (f - (1 << top)) << (7 - top));
+}
+struct Fp8Lut {
+  alignas(64) uint8_t lo[128];
+  alignas(64) uint8_t hi[128];
+};
+constexpr Fp8Lut make_fp8_lut() {
+  Fp8Lut t{};
+  for (int m = 0; m < 128; ++m) t.lo[m] = uint8_t(e4m3_bf16_bits(m)), t.hi[m] = uint8_t(e4m3_bf16_bits(m) >> 8);
+  return t;
+}
+constexpr Fp8Lut kFp8Lut = make_fp8_lut();
+// Element i of a line belongs to row i / 2: the word index that repeats each row's value twice.
+alignas(64) constexpr uint16_t kPairIndex[32] = {0, 0, 1, 1, 2, 2, 3, 3, 4, 4, 5, 5, 6, 6, 7, 7,
+                                                 8, 8, 9, 9, 10, 10, 11, 11, 12, 12, 13, 13, 14, 14, 15, 15};
 
 // LDTILECFG's 64-byte operand (palette 1): bytes per row and rows of each tile.
 struct alignas(64) TileConfig {
@@ -107,6 +133,60 @@ struct Tiles {
     for (int m = 0; m < 16; ++m)
       if (m < rows) _mm512_mask_storeu_ps(y + m * ldy, keep, acc.v[m]);
   }
+  // One FP8 tile (16 lines of 32 codes, fp8_pairs.h) to BF16 pairs with the scale folded in. Two
+  // byte lookups (VPERMT2B over 128 entries) give the BF16 of each code's magnitude, exact; the
+  // sign goes onto the high byte and a byte unpack puts each chunk back in line order. MXFP8
+  // scales that keep every value a normal BF16 (E8M0 10..246, all real checkpoints) are then
+  // added to the exponent field; other scales multiply in F32 (exact for powers of two) and round
+  // to BF16. Tiles with a NaN code or scale take the scalar decoder.
+  static void decode_fp8(const uint8_t* codes, const Fp8TileScales& s, uint8_t* out) {
+    auto* o = reinterpret_cast<bf16_t*>(out);
+    __m512i adj = _mm512_setzero_si512();  // integer path: (e - 127) << 7 for each element's row
+    __m512 lo = _mm512_setzero_ps(), hi = lo;  // F32 path: the scale of elements 0..15 / 16..31
+    bool exponent_add = false;
+    if (s.e8m0) {
+      const __m128i e = _mm_loadu_si128(reinterpret_cast<const __m128i*>(s.e8m0));
+      if (_mm_cmpeq_epi8_mask(e, _mm_set1_epi8(char(0xff)))) return decode_fp8_tile(codes, s, o);
+      const __m512i pairs = _mm512_loadu_si512(kPairIndex);
+      exponent_add = !(_mm_cmplt_epu8_mask(e, _mm_set1_epi8(10)) | _mm_cmpgt_epu8_mask(e, _mm_set1_epi8(char(246))));
+      if (exponent_add) {
+        const __m256i adj16 = _mm256_slli_epi16(_mm256_sub_epi16(_mm256_cvtepu8_epi16(e), _mm256_set1_epi16(127)), 7);
+        adj = _mm512_permutexvar_epi16(pairs, _mm512_castsi256_si512(adj16));
+      } else {  // 2^(e - 127): E8M0 0 is F32's denormal 2^-127
+        const __m512i e32 = _mm512_cvtepu8_epi32(e);
+        const __m512i bits = _mm512_mask_mov_epi32(_mm512_slli_epi32(e32, 23), _mm512_cmpeq_epi32_mask(e32, _mm512_setzero_si512()),
+                                                   _mm512_set1_epi32(0x00400000));
+        lo = _mm512_permutexvar_ps(_mm512_cvtepu16_epi32(_mm512_castsi512_si256(pairs)), _mm512_castsi512_ps(bits));
+        hi = _mm512_permutexvar_ps(_mm512_cvtepu16_epi32(_mm512_extracti64x4_epi64(pairs, 1)), _mm512_castsi512_ps(bits));
+      }
+    } else {
+      if (!(s.block - s.block == 0.0f)) return decode_fp8_tile(codes, s, o);  // inf or NaN
+      lo = hi = _mm512_set1_ps(s.block);
+    }
+    const __m512i lut_lo0 = _mm512_load_si512(kFp8Lut.lo), lut_lo1 = _mm512_load_si512(kFp8Lut.lo + 64);
+    const __m512i lut_hi0 = _mm512_load_si512(kFp8Lut.hi), lut_hi1 = _mm512_load_si512(kFp8Lut.hi + 64);
+    const __m512i low7 = _mm512_set1_epi8(0x7f), sign = _mm512_set1_epi8(char(0x80));
+    __m512i seen = _mm512_setzero_si512();  // running max of code & 0x7f: 0x7f is a NaN code
+#pragma GCC unroll 2
+    for (int ch = 0; ch < 8; ++ch) {  // lines 2 ch and 2 ch + 1
+      const __m512i c = _mm512_loadu_si512(codes + 64 * ch);
+      seen = _mm512_max_epu8(seen, _mm512_and_si512(c, low7));
+      const __m512i l = _mm512_permutex2var_epi8(lut_lo0, c, lut_lo1);
+      const __m512i h = _mm512_ternarylogic_epi32(_mm512_permutex2var_epi8(lut_hi0, c, lut_hi1), c, sign, 0xF8);  // h | (c & sign)
+      __m512i w[2] = {_mm512_unpacklo_epi8(l, h), _mm512_unpackhi_epi8(l, h)};
+      for (int j = 0; j < 2; ++j) {
+        if (exponent_add) {  // zeros stay zero
+          w[j] = _mm512_mask_add_epi16(w[j], _mm512_test_epi16_mask(w[j], _mm512_set1_epi16(0x7fff)), w[j], adj);
+        } else {
+          const __m512 f0 = _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(_mm512_castsi512_si256(w[j])), 16));
+          const __m512 f1 = _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(_mm512_extracti64x4_epi64(w[j], 1)), 16));
+          w[j] = (__m512i)_mm512_cvtne2ps_pbh(_mm512_mul_ps(f1, hi), _mm512_mul_ps(f0, lo));
+        }
+        _mm512_storeu_si512(out + 128 * ch + 64 * j, w[j]);
+      }
+    }
+    if (_mm512_cmpeq_epi8_mask(seen, low7)) decode_fp8_tile(codes, s, o);
+  }
   // Four 64-byte chunks of nibbles to eight lines of (nibble - 8): low nibbles are K groups 0..3,
   // high ones 4..7.
   static void unpack_q4_0(const uint8_t (*q)[64], int8_t* b) {
@@ -127,6 +207,16 @@ void matmul_bf16_pairs(const bf16_t* x, int64_t M, int64_t K, const void* w, int
                        int64_t ldy) {
   Tiles t;
   tiles::matmul_bf16_pairs(t, x, M, K, w, n0, n1, y, ldy);
+}
+
+void matmul_fp8_pairs(const bf16_t* x, int64_t M, int64_t K, const void* w, const Fp8Scales& s, int64_t n0,
+                      int64_t n1, float* y, int64_t ldy, uint8_t* panel) {
+  Tiles t;
+  tiles::matmul_fp8_pairs(t, x, M, K, w, s.data, s.scheme, n0, n1, y, ldy, panel);
+}
+
+void decode_fp8_tile_avx512(const uint8_t* codes, const Fp8TileScales& s, uint8_t* out) {
+  Tiles::decode_fp8(codes, s, out);
 }
 
 void matmul_q8_0(const ActBlockQ8* x, int64_t M, int64_t K, const void* w, int64_t n0, int64_t n1, float* y,

@@ -2,6 +2,7 @@
 
 #include "core/error.h"
 #include "kernels/bf16_pairs.h"
+#include "kernels/fp8_pairs.h"
 #include "kernels/ggml_interleave.h"
 #include "kernels/ggml_quant.h"
 #include "kernels/isa_table.h"
@@ -13,6 +14,7 @@ size_t WeightView::nbytes() const {
     return layout == Layout::RowMajor ? size_t(rows) * ggml_row_bytes(ggml_type_of(quant), cols)
                                       : size_t(ggml_matrix_bytes(quant, rows, cols, row_group(layout)));
   if (layout == Layout::Bf16Pairs16) return bf16_pairs_bytes(rows, cols);
+  if (layout == Layout::Fp8Pairs16) return fp8_pairs_code_bytes(rows, cols) + scale_bytes;
   return size_t(rows) * size_t(cols) * dtype_size(dtype) + scale_bytes;
 }
 
@@ -26,6 +28,11 @@ PackedWeight pack(const WeightView& w, const IsaTable& t) {
   } else if (w.dtype == DType::BF16 && t.bf16_layout == Layout::Bf16Pairs16) {
     p.bytes = pack_bf16_pairs(static_cast<const bf16_t*>(w.data), w.rows, w.cols);
     p.view.layout = Layout::Bf16Pairs16;
+  } else if (w.dtype == DType::F8_E4M3 && t.fp8_layout == Layout::Fp8Pairs16) {
+    p.bytes = pack_fp8_pairs(static_cast<const uint8_t*>(w.data), w.scales, w.quant, w.rows, w.cols);
+    p.view.layout = Layout::Fp8Pairs16;
+    p.view.scales = p.bytes.data() + fp8_pairs_code_bytes(w.rows, w.cols);
+    p.view.scale_bytes = p.bytes.size() - fp8_pairs_code_bytes(w.rows, w.cols);
   } else {
     return p;
   }
@@ -48,6 +55,11 @@ void read_row(const WeightView& w, int64_t r, float* out) {
   }
   switch (w.dtype) {
     case DType::F8_E4M3: {
+      if (w.layout == Layout::Fp8Pairs16) {
+        for (int64_t k = 0; k < K; ++k)
+          out[k] = e4m3_to_f32(bytes[fp8_pairs_index(K, r, k)]) * fp8_pairs_scale(w.quant, w.scales, K, r, k);
+        return;
+      }
       const Fp8Scales s = w.fp8_scales();
       for (int64_t k = 0; k < K; ++k) out[k] = e4m3_to_f32(bytes[r * K + k]) * s.scale(r, k);
       return;
@@ -68,7 +80,11 @@ std::string kernel_name(const WeightView& w, const IsaTable& t) {
   if (is_ggml_blocks(w.quant))
     return std::string(t.ggml(w.quant).name) + " " + ggml_type_info(uint32_t(ggml_type_of(w.quant)))->name;
   switch (w.dtype) {
-    case DType::F8_E4M3: return isa + (w.quant == QuantScheme::Mxfp8 ? " mxfp8" : " fp8-block");
+    case DType::F8_E4M3: {
+      // Pairs on a table without tile kernels (the ISA switched after loading) run the scalar one.
+      const std::string kernel = w.layout != Layout::Fp8Pairs16 ? isa : t.fp8_layout == w.layout ? isa : "scalar";
+      return kernel + (w.quant == QuantScheme::Mxfp8 ? " mxfp8" : " fp8-block");
+    }
     case DType::BF16:
       // Pairs on a table without a pairs kernel (the ISA switched after loading) run the scalar one.
       if (w.layout == Layout::Bf16Pairs16) return (t.bf16_layout == w.layout ? isa : std::string("scalar")) + " bf16";

@@ -17,7 +17,8 @@ struct PackedWeight {
   std::vector<uint8_t> bytes;  // empty when the kernels read the matrix where it lies
 };
 
-// GGUF blocks: rows interleaved as t's kernel for the type reads them (8 or 16). BF16: the table's bf16_layout (AMX: pairs).
+// GGUF blocks: rows interleaved as t's kernel for the type reads them (8 or 16). BF16 and FP8:
+// the table's bf16_layout / fp8_layout (AMX: pairs).
 // Anything else, or a matrix already packed, as given.
 PackedWeight pack(const WeightView& w, const IsaTable& t);
 PackedWeight pack(const WeightView& w);  // for the active table

@@ -4,6 +4,7 @@
 #include <cmath>
 
 #include "kernels/bf16_pairs.h"
+#include "kernels/fp8_pairs.h"
 #include "kernels/ggml_interleave.h"
 #include "kernels/ggml_quant.h"
 #include "kernels/isa_table.h"
@@ -40,6 +41,21 @@ void matmul_bf16_pairs(const bf16_t* x, int64_t M, int64_t K, const void* w, int
     for (int64_t n = n0; n < n1; ++n) {
       float acc = 0;
       for (int64_t k = 0; k < Kp; ++k) acc += bf16_to_f32(x[m * ld + k]) * bf16_to_f32(wb[bf16_pairs_index(K, n, k)]);
+      y[m * ldy + n] = acc;
+    }
+}
+
+// FP8 pairs: each weight decoded as the tile decoders do, then the BF16 pairs order.
+void matmul_fp8_pairs(const bf16_t* x, int64_t M, int64_t K, const void* w, const Fp8Scales& s, int64_t n0,
+                      int64_t n1, float* y, int64_t ldy) {
+  const auto* codes = static_cast<const uint8_t*>(w);
+  const int64_t ld = bf16_pairs_activation_stride(K);
+  for (int64_t m = 0; m < M; ++m)
+    for (int64_t n = n0; n < n1; ++n) {
+      float acc = 0;
+      for (int64_t k = 0; k < K; ++k)
+        acc += bf16_to_f32(x[m * ld + k]) *
+               bf16_to_f32(decode_fp8(codes[fp8_pairs_index(K, n, k)], fp8_pairs_scale(s.scheme, s.data, K, n, k)));
       y[m * ldy + n] = acc;
     }
 }
@@ -206,7 +222,9 @@ const IsaTable& scalar_table() {
                           .quantize_act = quantize_activations,
                           .matmul_bf16_pairs = matmul_bf16_pairs,
                           .softmax = softmax,
-                          .to_bf16 = to_bf16_scalar};
+                          .to_bf16 = to_bf16_scalar,
+                          .fp8_layout = Layout::RowMajor,
+                          .matmul_fp8_pairs = matmul_fp8_pairs};
   return t;
 }
 

@@ -40,32 +40,30 @@ inline void emit(const float (*c)[kPairRows], int64_t rows, int64_t cols, float*
 
 // M <= 16: each A tile load serves four weight blocks, so the activations are read once per 64
 // output columns and the weights stream as four sequential runs.
-template <class Tiles>
-void rows16(Tiles& t, const bf16_t* x, int64_t M, int64_t Kp, size_t x_stride, const uint8_t* wb,
-            size_t block_bytes, int64_t n0, int64_t n1, float* y, int64_t ldy) {
+template <class Tiles, class B>
+void rows16(Tiles& t, const bf16_t* x, int64_t M, int64_t Kp, size_t x_stride, B& b, int64_t n0, int64_t n1,
+            float* y, int64_t ldy) {
   alignas(64) float c[4][kPairRows][kPairRows];
   for (int64_t nb = n0 / kPairRows; nb * kPairRows < n1; nb += 4) {
     const int64_t nn = (n1 - nb * kPairRows + kPairRows - 1) / kPairRows;  // blocks left, 1..
-    const uint8_t* b = wb + size_t(nb) * block_bytes;
     t.template zero<0>();
     t.template zero<1>();
     t.template zero<2>();
     t.template zero<3>();
     for (int64_t k = 0; k < Kp; k += kPairK) {
-      const size_t line = size_t(k / 2) * Tiles::kRowBytes;
       t.template load<4>(x + k, x_stride);
-      t.template load<6>(b + line, Tiles::kRowBytes);
+      t.template load<6>(b.tile(nb, k), Tiles::kRowBytes);
       t.template dpbf16ps<0, 4, 6>();
       if (nn > 1) {
-        t.template load<7>(b + block_bytes + line, Tiles::kRowBytes);
+        t.template load<7>(b.tile(nb + 1, k), Tiles::kRowBytes);
         t.template dpbf16ps<1, 4, 7>();
       }
       if (nn > 2) {
-        t.template load<5>(b + 2 * block_bytes + line, Tiles::kRowBytes);
+        t.template load<5>(b.tile(nb + 2, k), Tiles::kRowBytes);
         t.template dpbf16ps<2, 4, 5>();
       }
       if (nn > 3) {
-        t.template load<6>(b + 3 * block_bytes + line, Tiles::kRowBytes);
+        t.template load<6>(b.tile(nb + 3, k), Tiles::kRowBytes);
         t.template dpbf16ps<3, 4, 6>();
       }
     }
@@ -82,15 +80,17 @@ void rows16(Tiles& t, const bf16_t* x, int64_t M, int64_t Kp, size_t x_stride, c
 
 // M > 16: 2 x 2 C tiles. Weight blocks outside, row blocks inside: two weight blocks (2 x Kp x 32
 // bytes) stay in L2 while every 32 rows of x pass them, so weights stream from memory once.
-template <class Tiles>
-void rows32(Tiles& t, const bf16_t* x, int64_t M, int64_t Kp, size_t x_stride, const uint8_t* wb,
-            size_t block_bytes, int64_t n0, int64_t n1, float* y, int64_t ldy) {
+template <class Tiles, class B>
+void rows32(Tiles& t, const bf16_t* x, int64_t M, int64_t Kp, size_t x_stride, B& b, int64_t n0, int64_t n1,
+            float* y, int64_t ldy) {
   const int64_t Mp = (M + kPairRows - 1) / kPairRows * kPairRows, ld = int64_t(x_stride / sizeof(bf16_t));
   alignas(64) float c[4][kPairRows][kPairRows];
   for (int64_t nb = n0 / kPairRows; nb * kPairRows < n1; nb += 2) {
     const bool two_n = (nb + 1) * kPairRows < n1;
-    const uint8_t* b0 = wb + size_t(nb) * block_bytes;
-    const uint8_t* b1 = b0 + block_bytes;
+    // One pass over the rows (up to 32) takes each tile as it comes; more passes share a panel.
+    const bool one_pass = Mp <= 2 * kPairRows;
+    const uint8_t* b0 = one_pass ? nullptr : b.panel(nb, two_n ? 2 : 1);
+    const uint8_t* b1 = one_pass ? nullptr : b0 + b.panel_block_bytes();
     for (int64_t m = 0; m < Mp; m += 2 * kPairRows) {
       const bool two_m = m + kPairRows < Mp;
       t.template zero<0>();
@@ -99,12 +99,12 @@ void rows32(Tiles& t, const bf16_t* x, int64_t M, int64_t Kp, size_t x_stride, c
       t.template zero<3>();
       for (int64_t k = 0; k < Kp; k += kPairK) {
         const bf16_t* a = x + m * ld + k;
-        const size_t line = size_t(k / 2) * Tiles::kRowBytes;
+        const size_t line = size_t(k / 2) * Tiles::kRowBytes;  // both blocks' tile at k
         t.template load<4>(a, x_stride);
-        t.template load<6>(b0 + line, Tiles::kRowBytes);
+        t.template load<6>(one_pass ? b.tile(nb, k) : b0 + line, Tiles::kRowBytes);
         t.template dpbf16ps<0, 4, 6>();
         if (two_n) {
-          t.template load<7>(b1 + line, Tiles::kRowBytes);
+          t.template load<7>(one_pass ? b.tile(nb + 1, k) : b1 + line, Tiles::kRowBytes);
           t.template dpbf16ps<1, 4, 7>();
         }
         if (two_m) {
@@ -128,6 +128,29 @@ void rows32(Tiles& t, const bf16_t* x, int64_t M, int64_t Kp, size_t x_stride, c
   }
 }
 
+// Both row strategies over a source of B tiles: `tile(nb, k)` is weight block nb's tile at input
+// k (asked for once each, in k order, when one pass over the rows covers M <= 32), `panel(nb,
+// count)` the start of `count` whole blocks `panel_block_bytes()` apart (rows32 passes over them
+// once per 32 rows when M > 32).
+template <class Tiles, class B>
+void run_tiles(Tiles& t, const bf16_t* x, int64_t M, int64_t Kp, size_t x_stride, B& b, int64_t n0, int64_t n1,
+               float* y, int64_t ldy) {
+  t.configure(tile_shape(M));
+  if (M <= kPairRows) rows16(t, x, M, Kp, x_stride, b, n0, n1, y, ldy);
+  else rows32(t, x, M, Kp, x_stride, b, n0, n1, y, ldy);
+  t.release();
+}
+
+// BF16 weights already in the pairs layout: tiles are read where they lie.
+struct Bf16Blocks {
+  static constexpr size_t kLineBytes = kPairRows * 2 * sizeof(bf16_t);  // one pair of 16 rows
+  const uint8_t* w;
+  size_t block_bytes;  // one block of 16 weight rows
+  const uint8_t* tile(int64_t nb, int64_t k) const { return w + size_t(nb) * block_bytes + size_t(k / 2) * kLineBytes; }
+  const uint8_t* panel(int64_t nb, int64_t) const { return w + size_t(nb) * block_bytes; }
+  size_t panel_block_bytes() const { return block_bytes; }
+};
+
 // y[m, n] for m < M and n0 <= n < n1 (n0 a multiple of 16). x: BF16 activations as
 // bf16_pairs_activations lays them out; w: the pairs layout of [N, K].
 template <class Tiles>
@@ -136,12 +159,8 @@ void matmul_bf16_pairs(Tiles& t, const bf16_t* x, int64_t M, int64_t K, const vo
   // (Arithmetic written out rather than bf16_pairs.h's inline helpers, for the reason above.)
   const int64_t Kp = (K + kPairK - 1) / kPairK * kPairK;
   const size_t x_stride = size_t(Kp + kPairK) * sizeof(bf16_t);  // bf16_pairs_activation_stride
-  const size_t block_bytes = size_t(Kp / 2) * Tiles::kRowBytes;  // one block of 16 weight rows
-  const auto* wb = static_cast<const uint8_t*>(w);
-  t.configure(tile_shape(M));
-  if (M <= kPairRows) rows16(t, x, M, Kp, x_stride, wb, block_bytes, n0, n1, y, ldy);
-  else rows32(t, x, M, Kp, x_stride, wb, block_bytes, n0, n1, y, ldy);
-  t.release();
+  Bf16Blocks b{static_cast<const uint8_t*>(w), size_t(Kp / 2) * Tiles::kRowBytes};
+  run_tiles(t, x, M, Kp, x_stride, b, n0, n1, y, ldy);
 }
 
 }  // namespace

@@ -9,8 +9,8 @@
 // The tile kernels (tile_matmul.inl, tile_ggml.inl) are written once over a backend with this
 // interface; run over this model they test the packing, padding and tiling logic on every
 // machine, and the model is what the real AMX kernels are checked against where AMX exists. The
-// INT8 kernel's vector steps (unpacking nibbles, scaling a tile's sums) are plain loops here with
-// the same float operations as the AVX-512 backend.
+// INT8 kernel's vector steps (unpacking nibbles, scaling a tile's sums) and the FP8 decoder are
+// plain loops here with the same float operations as the AVX-512 backend.
 #pragma once
 #include <cmath>
 #include <cstddef>
@@ -19,6 +19,7 @@
 
 #include "core/dtype.h"
 #include "kernels/bf16_pairs.h"
+#include "kernels/fp8_pairs.h"
 #include "kernels/ggml_quant.h"
 
 namespace eaglet::kernels {
@@ -82,6 +83,9 @@ class TileModel {
   }
   static void write(const Acc& acc, int rows, int cols, float* y, int64_t ldy) {
     for (int m = 0; m < rows; ++m) std::memcpy(y + m * ldy, acc.v[m], size_t(cols) * sizeof(float));
+  }
+  static void decode_fp8(const uint8_t* codes, const Fp8TileScales& s, uint8_t* out) {
+    decode_fp8_tile(codes, s, reinterpret_cast<bf16_t*>(out));
   }
   static void unpack_q4_0(const uint8_t (*q)[64], int8_t* b) {
     for (int c = 0; c < 4; ++c)

@@ -1,4 +1,4 @@
-// The two tables whose BF16 and Q8_0 / Q4_0 matmuls run on tiles: AMX (once it passes a self-test
+// The two tables whose BF16, FP8 and Q8_0 / Q4_0 matmuls run on tiles: AMX (once it passes a self-test
 // against the tile model) and the tile model itself (tile_model.h), which runs on any CPU.
 #include <cmath>
 #include <cstring>
@@ -8,8 +8,10 @@
 
 #include <spdlog/spdlog.h>
 
+#include "kernels/fp8_pairs.h"
 #include "kernels/ggml_interleave.h"
 #include "kernels/isa_table.h"
+#include "kernels/tile_fp8.inl"
 #include "kernels/tile_ggml.inl"
 #include "kernels/tile_matmul.inl"
 #include "kernels/tile_model.h"
@@ -18,6 +20,9 @@ namespace eaglet::kernels {
 namespace amx {
 void matmul_bf16_pairs(const bf16_t* x, int64_t M, int64_t K, const void* w, int64_t n0, int64_t n1, float* y,
                        int64_t ldy);  // matmul_amx.cpp
+void matmul_fp8_pairs(const bf16_t* x, int64_t M, int64_t K, const void* w, const Fp8Scales& s, int64_t n0,
+                      int64_t n1, float* y, int64_t ldy, uint8_t* panel);
+void decode_fp8_tile_avx512(const uint8_t* codes, const Fp8TileScales& s, uint8_t* out);
 void matmul_q8_0(const ActBlockQ8* x, int64_t M, int64_t K, const void* w, int64_t n0, int64_t n1, float* y,
                  int64_t ldy, int8_t* panel);
 void matmul_q4_0(const ActBlockQ8* x, int64_t M, int64_t K, const void* w, int64_t n0, int64_t n1, float* y,
@@ -32,6 +37,25 @@ int8_t* int8_panel(int64_t K) {
   const size_t need = size_t(K / 32 * tiles::kPanelBlock);
   if (panel.size() < need) panel.resize(need);
   return panel.data();
+}
+
+// Scratch for the FP8 kernels' decoded panel of two weight blocks (more than 32 rows), per thread.
+uint8_t* fp8_panel(int64_t K) {
+  thread_local std::vector<uint8_t> panel;
+  const size_t need = size_t(2 * (K / kPairK)) * size_t(kFp8TileBytes) * sizeof(bf16_t);
+  if (panel.size() < need) panel.resize(need);
+  return panel.data();
+}
+
+void amx_fp8(const bf16_t* x, int64_t M, int64_t K, const void* w, const Fp8Scales& s, int64_t n0, int64_t n1,
+             float* y, int64_t ldy) {
+  amx::matmul_fp8_pairs(x, M, K, w, s, n0, n1, y, ldy, M > 2 * kPairRows ? fp8_panel(K) : nullptr);
+}
+
+void fp8_model(const bf16_t* x, int64_t M, int64_t K, const void* w, const Fp8Scales& s, int64_t n0, int64_t n1,
+               float* y, int64_t ldy) {
+  TileModel t;
+  tiles::matmul_fp8_pairs(t, x, M, K, w, s.data, s.scheme, n0, n1, y, ldy, M > 2 * kPairRows ? fp8_panel(K) : nullptr);
 }
 
 using MatmulInt8Fn = void (*)(const ActBlockQ8*, int64_t, int64_t, const void*, int64_t, int64_t, float*, int64_t,
@@ -124,6 +148,53 @@ bool amx_int8_self_test(std::string* why) {
          !differs("Q4_0", int8_model<tiles::Q4Tiles>, amx::matmul_q4_0, p4.data());
 }
 
+// The AMX FP8 kernel against the tile model: the decoded tiles must be the model's bit for bit,
+// so the test takes scales in every decoder path (MXFP8 codes 0..9 and 247..255, 255 = NaN, a NaN
+// code, FP8 block scales from 2^-140 up to 2^125) and compares outputs within the products'
+// rounding (37 rows: the panel path; 40 columns: a partial block).
+bool amx_fp8_self_test(std::string* why) {
+  const int64_t M = 37, K = 384, N = 40;
+  std::mt19937 rng(11);
+  std::uniform_real_distribution<float> u(-1.0f, 1.0f);
+  std::vector<float> x(size_t(M * K));
+  for (float& v : x) v = u(rng);
+  std::vector<bf16_t> xb(bf16_pairs_activation_count(M, K));
+  bf16_pairs_activations(x.data(), M, K, xb.data());
+  std::vector<uint8_t> codes(size_t(N * K)), e8m0(size_t(N * K / kMxGroup));
+  for (auto& c : codes) c = uint8_t(rng());
+  for (size_t i = 0; i < e8m0.size(); ++i) e8m0[i] = uint8_t(i < 9 ? 247 + i : i < 19 ? i - 9 : 100 + rng() % 40);
+  std::vector<float> block = {0x1p-140f, 3.0f, 0x1p125f};
+  for (QuantScheme q : {QuantScheme::Mxfp8, QuantScheme::Fp8Block128}) {
+    const void* scales = q == QuantScheme::Mxfp8 ? static_cast<const void*>(e8m0.data()) : block.data();
+    const std::vector<uint8_t> packed = pack_fp8_pairs(codes.data(), scales, q, N, K);
+    const Fp8Scales s{q, packed.data() + fp8_pairs_code_bytes(N, K), K};
+    alignas(64) uint8_t got[2 * kFp8TileBytes], want[2 * kFp8TileBytes];
+    for (int64_t rb = 0; rb < N / kPairRows; ++rb)
+      for (int64_t g = 0; g < K / kPairK; ++g) {
+        const uint8_t* c = packed.data() + fp8_pairs_tile_offset(K, rb, g);
+        const Fp8TileScales ts = fp8_pairs_tile_scales(q, s.data, K, rb, g);
+        amx::decode_fp8_tile_avx512(c, ts, got);
+        TileModel::decode_fp8(c, ts, want);
+        if (std::memcmp(got, want, sizeof(got)) != 0) {
+          *why = "its FP8 decoder differs from the tile model's on tile (" + std::to_string(rb) + ", " +
+                 std::to_string(g) + ")";
+          return false;
+        }
+      }
+    std::vector<float> y(size_t(M * N), NAN), ref(size_t(M * N));
+    amx_fp8(xb.data(), M, K, packed.data(), s, 0, N, y.data(), N);
+    fp8_model(xb.data(), M, K, packed.data(), s, 0, N, ref.data(), N);
+    for (size_t i = 0; i < y.size(); ++i)
+      if (!(std::fabs(y[i] - ref[i]) <= 1e-4f * (1.0f + std::fabs(ref[i]))) && !(std::isnan(y[i]) && std::isnan(ref[i])) &&
+          y[i] != ref[i]) {
+        *why = "its FP8 self-test gave " + std::to_string(y[i]) + " for y[" + std::to_string(i / size_t(N)) + ", " +
+               std::to_string(i % size_t(N)) + "] where the tile model gives " + std::to_string(ref[i]);
+        return false;
+      }
+  }
+  return true;
+}
+
 }  // namespace
 
 const IsaTable& amx_table() {
@@ -137,6 +208,14 @@ const IsaTable& amx_table() {
       t.name = "amx";
       t.bf16_layout = Layout::Bf16Pairs16;
       t.matmul_bf16_pairs = amx::matmul_bf16_pairs;
+      if (!f.avx512_vbmi) {
+        spdlog::warn("AMX FP8 kernel off: this CPU has no AVX-512 VBMI; FP8 weights run the AVX-512 kernel");
+      } else if (amx_fp8_self_test(&why)) {
+        t.fp8_layout = Layout::Fp8Pairs16;
+        t.matmul_fp8_pairs = amx_fp8;
+      } else {
+        spdlog::warn("AMX FP8 kernel off: {}; FP8 weights run the AVX-512 kernel", why);
+      }
       std::string int8_why;
       if (!f.amx_int8 || !f.avx512_vnni) int8_why = "this CPU has no AMX-INT8 and AVX-512 VNNI";
       else if (amx_int8_self_test(&int8_why)) {
@@ -160,6 +239,8 @@ const IsaTable& tile_model_table() {
     t.name = "amx-model";
     t.bf16_layout = Layout::Bf16Pairs16;
     t.matmul_bf16_pairs = matmul_bf16_pairs_model;
+    t.fp8_layout = Layout::Fp8Pairs16;
+    t.matmul_fp8_pairs = fp8_model;
     t.q8_0 = {int8_model<tiles::Q8Tiles>, Layout::Rows16, "amx-int8-model"};
     t.q4_0 = {int8_model<tiles::Q4Tiles>, Layout::Rows16, "amx-int8-model"};
     return t;

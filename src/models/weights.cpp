@@ -46,7 +46,7 @@ kernels::WeightView WeightStore::fp8_matrix(const TensorInfo& t, int64_t rows, i
   v.quant = fp8_scheme_;
   v.scales = s.data;
   v.scale_bytes = s.nbytes;
-  return v;
+  return packed(v);
 }
 
 std::vector<float> WeightStore::vector(const std::string& name, int64_t n) {

@@ -1,0 +1,56 @@
+#include "kernels/fp8_pairs.h"
+
+#include <cmath>
+#include <cstring>
+
+#include "core/error.h"
+
+namespace eaglet::kernels {
+
+size_t fp8_pairs_scale_bytes(QuantScheme q, int64_t rows, int64_t K) {
+  if (q == QuantScheme::Mxfp8) return size_t(pairs_round_up(rows, kPairRows)) * size_t(K / kMxGroup);
+  return size_t((rows + kFp8Block - 1) / kFp8Block) * size_t((K + kFp8Block - 1) / kFp8Block) * sizeof(float);
+}
+
+std::vector<uint8_t> pack_fp8_pairs(const uint8_t* codes, const void* scales, QuantScheme q, int64_t rows, int64_t K) {
+  EAGLET_CHECK(K % kPairK == 0, "internal: FP8 pairs need K ({}) a multiple of {}", K, kPairK);
+  EAGLET_CHECK(q == QuantScheme::Mxfp8 || q == QuantScheme::Fp8Block128, "internal: FP8 pairs of a non-FP8 scheme");
+  const size_t code_bytes = fp8_pairs_code_bytes(rows, K);
+  std::vector<uint8_t> out(code_bytes + fp8_pairs_scale_bytes(q, rows, K), 0);
+  for (int64_t r = 0; r < rows; ++r)
+    for (int64_t k = 0; k < K; ++k) out[fp8_pairs_index(K, r, k)] = codes[r * K + k];
+  uint8_t* s = out.data() + code_bytes;
+  if (q == QuantScheme::Fp8Block128) {
+    std::memcpy(s, scales, fp8_pairs_scale_bytes(q, rows, K));
+    return out;
+  }
+  const int64_t groups = K / kMxGroup, padded = pairs_round_up(rows, kPairRows);
+  const auto* e = static_cast<const uint8_t*>(scales);
+  for (int64_t r = 0; r < padded; ++r)
+    for (int64_t g = 0; g < groups; ++g)
+      s[((r / kPairRows) * groups + g) * kPairRows + r % kPairRows] = r < rows ? e[r * groups + g] : uint8_t(127);
+  return out;
+}
+
+float fp8_pairs_scale(QuantScheme q, const void* scales, int64_t K, int64_t r, int64_t k) {
+  const Fp8TileScales t = fp8_pairs_tile_scales(q, scales, K, r / kPairRows, k / kPairK);
+  return t.e8m0 ? e8m0_to_f32(t.e8m0[r % kPairRows]) : t.block;
+}
+
+bf16_t decode_fp8(uint8_t code, float scale) {
+  const float v = e4m3_to_f32(code) * scale;
+  if (std::isnan(v)) return bf16_t(0x7fc0);
+  // Below F32's normal range: zero, as VCVTNE2PS2BF16 (which treats denormal inputs as zero) and
+  // the AMX products (which read BF16 denormals as zero) would have it.
+  if (v != 0.0f && std::fabs(v) < 0x1p-126f) return bf16_t(std::signbit(v) ? 0x8000 : 0);
+  return f32_to_bf16(v);
+}
+
+void decode_fp8_tile(const uint8_t* codes, const Fp8TileScales& s, bf16_t* out) {
+  for (int64_t i = 0; i < kFp8TileBytes; ++i) {  // out[i]: line i / 32, element i % 32 (row i % 32 / 2)
+    const uint8_t code = codes[fp8_tile_code_pos(i / 32, i % 32)];
+    out[i] = decode_fp8(code, s.e8m0 ? e8m0_to_f32(s.e8m0[(i % 32) / 2]) : s.block);
+  }
+}
+
+}  // namespace eaglet::kernels
