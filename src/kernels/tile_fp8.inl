@@ -3,8 +3,8 @@
 // unit, and multiplied by the tile products of tile_matmul.inl. Written once over a tile backend
 // (real AMX or the tile model), which supplies `decode_fp8(codes, scales, out)`.
 //
-// Up to 32 rows (decode, verification) a weight tile is decoded into a 1 KB slot just before its
-// product, so the weights are read from memory once, one byte each, and the BF16 never leaves L1.
+// Up to 32 rows (decode, verification) a weight tile is decoded into a 1 KB slot one tile ahead of
+// its product, so the weights are read from memory once, one byte each, and the BF16 never leaves L1.
 // More rows (prefill) decode two blocks of 16 weight rows whole into a caller's panel, which every
 // 32 rows of activations then pass: decoding is the costly part, and it is done once per weight.
 // Either way each output accumulates its K tiles in order from zero, as for BF16 weights, so any M
@@ -61,7 +61,7 @@ struct Fp8Blocks {
 
 // y[m, n] for m < M and n0 <= n < n1 (n0 a multiple of 16). x: BF16 activations as
 // bf16_pairs_activations lays them out; w: the FP8 pairs layout of [N, K] (K a multiple of 32),
-// `scales` its packed scales; `panel`: fp8_panel_bytes(K) of scratch.
+// `scales` its packed scales; `panel`: 2 * K / 32 decoded tiles of scratch (only for M > 32).
 template <class Tiles>
 void matmul_fp8_pairs(Tiles& t, const bf16_t* x, int64_t M, int64_t K, const void* w, const void* scales,
                       QuantScheme scheme, int64_t n0, int64_t n1, float* y, int64_t ldy, uint8_t* panel) {
