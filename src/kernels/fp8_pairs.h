@@ -2,8 +2,8 @@
 // K in pairs, one 32-byte line per pair holding elements (r, 2p) and (r, 2p + 1) of the block's
 // 16 rows (two lines interleaved by 8 bytes, fp8_tile_code_pos). Widening a line to BF16 gives
 // the pairs layout's 64-byte line, so 16 lines (one 32-input group: exactly one MXFP8 scale per
-// row) decode into one AMX B tile. The tile kernels decode each tile into L1 as they go: weights stream from memory at one
-// byte each and no BF16 copy of a matrix exists.
+// row) decode into one AMX B tile. The tile kernels decode each tile into L1 as they go: weights
+// stream from memory at one byte each and no BF16 copy of a matrix exists.
 //
 // The scales follow the codes in the same buffer: MXFP8's E8M0 bytes reordered so a tile's 16
 // (one per row) are contiguous, [N / 16][K / 32][16] (padding rows 127 = 2^0); FP8 block's F32
@@ -30,8 +30,10 @@ inline constexpr int64_t kFp8TileBytes = kPairRows * kPairK;  // 16 lines of 32 
 inline size_t fp8_pairs_code_bytes(int64_t rows, int64_t K) {
   return size_t(pairs_round_up(rows, kPairRows)) * size_t(K);
 }
-// Tile (row block rb, input group g): 16 lines of 32 bytes at this offset.
-inline size_t fp8_pairs_tile_offset(int64_t K, int64_t rb, int64_t g) {
+// Tile (row block rb, input group g): 16 lines of 32 bytes at this offset. (This and
+// fp8_pairs_tile_scales have internal linkage: the AMX kernel file calls them too, and an inline
+// function's copy compiled there for AMX must never be the one baseline code links to.)
+static inline size_t fp8_pairs_tile_offset(int64_t K, int64_t rb, int64_t g) {
   return (size_t(rb) * size_t(K / kPairK) + size_t(g)) * size_t(kFp8TileBytes);
 }
 // Inside a tile, the bytes of lines 2c and 2c + 1 (element e = 2 * row + k % 2 of a line) share a
@@ -57,7 +59,7 @@ struct Fp8TileScales {
   float block = 0;                // FP8 block: the tile's one scale
 };
 // `scales`: the packed scales (what follows the codes).
-inline Fp8TileScales fp8_pairs_tile_scales(QuantScheme q, const void* scales, int64_t K, int64_t rb, int64_t g) {
+static inline Fp8TileScales fp8_pairs_tile_scales(QuantScheme q, const void* scales, int64_t K, int64_t rb, int64_t g) {
   if (q == QuantScheme::Mxfp8)
     return {static_cast<const uint8_t*>(scales) + (size_t(rb) * size_t(K / kPairK) + size_t(g)) * kPairRows, 0};
   const int64_t block_cols = (K + kFp8Block - 1) / kFp8Block;

@@ -82,8 +82,8 @@ std::string kernel_name(const WeightView& w, const IsaTable& t) {
   switch (w.dtype) {
     case DType::F8_E4M3: {
       // Pairs on a table without tile kernels (the ISA switched after loading) run the scalar one.
-      const std::string kernel = w.layout != Layout::Fp8Pairs16 ? isa : t.fp8_layout == w.layout ? isa : "scalar";
-      return kernel + (w.quant == QuantScheme::Mxfp8 ? " mxfp8" : " fp8-block");
+      const bool scalar = w.layout == Layout::Fp8Pairs16 && t.fp8_layout != w.layout;
+      return (scalar ? std::string("scalar") : isa) + (w.quant == QuantScheme::Mxfp8 ? " mxfp8" : " fp8-block");
     }
     case DType::BF16:
       // Pairs on a table without a pairs kernel (the ISA switched after loading) run the scalar one.

@@ -21,6 +21,9 @@ namespace {
 // B tiles of FP8 weights, decoded on demand. Scales are the packed ones (fp8_pairs.h).
 template <class Tiles>
 struct Fp8Blocks {
+  // A constructor, not aggregate initialisation, so the 8 KB of slots are not zeroed every call.
+  Fp8Blocks(const uint8_t* c, const void* s, QuantScheme q, int64_t k, uint8_t* panel)
+      : codes(c), scales(s), scheme(q), K(k), panel_buf(panel) {}
   const uint8_t* codes;
   const void* scales;
   QuantScheme scheme;
@@ -30,16 +33,8 @@ struct Fp8Blocks {
   // one is multiplied, so a tile load never waits on the stores that just wrote its slot.
   alignas(64) uint8_t slot[2][4][kFp8TileBytes * 2];
 
-  Fp8TileScales tile_scales(int64_t nb, int64_t g) const {
-    // (fp8_pairs_tile_scales spelled out: the AMX file makes no calls into baseline inline code.)
-    if (scheme == QuantScheme::Mxfp8)
-      return {static_cast<const uint8_t*>(scales) + (size_t(nb) * size_t(K / kPairK) + size_t(g)) * kPairRows, 0};
-    const int64_t block_cols = (K + kFp8Block - 1) / kFp8Block;
-    return {nullptr, static_cast<const float*>(scales)[(nb * kPairRows / kFp8Block) * block_cols + g * kPairK / kFp8Block]};
-  }
-  const uint8_t* codes_at(int64_t nb, int64_t g) const {
-    return codes + (size_t(nb) * size_t(K / kPairK) + size_t(g)) * size_t(kFp8TileBytes);
-  }
+  Fp8TileScales tile_scales(int64_t nb, int64_t g) const { return fp8_pairs_tile_scales(scheme, scales, K, nb, g); }
+  const uint8_t* codes_at(int64_t nb, int64_t g) const { return codes + fp8_pairs_tile_offset(K, nb, g); }
   // Tiles are asked for in order nb, nb + 1, ... (up to four at a time), each block's in k order:
   // block nb % 4's slots are its own.
   const uint8_t* tile(int64_t nb, int64_t k) {
@@ -66,7 +61,7 @@ template <class Tiles>
 void matmul_fp8_pairs(Tiles& t, const bf16_t* x, int64_t M, int64_t K, const void* w, const void* scales,
                       QuantScheme scheme, int64_t n0, int64_t n1, float* y, int64_t ldy, uint8_t* panel) {
   const size_t x_stride = size_t(K + kPairK) * sizeof(bf16_t);  // bf16_pairs_activation_stride
-  Fp8Blocks<Tiles> b{static_cast<const uint8_t*>(w), scales, scheme, K, panel, {}};
+  Fp8Blocks<Tiles> b(static_cast<const uint8_t*>(w), scales, scheme, K, panel);
   run_tiles(t, x, M, K, x_stride, b, n0, n1, y, ldy);
 }
 
