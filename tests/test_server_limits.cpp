@@ -25,6 +25,10 @@ using clock_type = std::chrono::steady_clock;
 
 double since(clock_type::time_point t) { return std::chrono::duration<double>(clock_type::now() - t).count(); }
 
+// A request that hung did so for minutes or forever; the bound is well above a loaded CI
+// machine's time for the work (test_template_limits.cpp checks that work itself).
+constexpr double kHang = 60.0;
+
 struct Reply {
   int status = -1;
   json body;
@@ -72,7 +76,7 @@ TEST(ServerLimits, SlowTemplatesNeitherHangNorBlockHealth) {
   const Reply r = post(s.port(), "/v1/chat/completions", {{"messages", {{{"role", "user"}, {"content", std::string(1 << 20, 'a')}}}}});
   EXPECT_EQ(r.status, 400);
   EXPECT_NE(error_message(r).find("maximum context length"), std::string::npos) << r.body.dump().substr(0, 300);
-  EXPECT_LT(r.seconds, 10.0);
+  EXPECT_LT(r.seconds, kHang);
   EXPECT_EQ(s.terminate(), 0);
 
   // A template that runs to its step limit (about a second each), six at once, while /health is polled.
@@ -112,7 +116,7 @@ TEST(ServerLimits, TemplateKwargsCannotExplodeAndShutdownIsPrompt) {
   Reply r = post(s.port(), "/v1/chat/completions",
                  {{"messages", msgs}, {"max_tokens", 2}, {"chat_template_kwargs", {{"pad", ""}, {"n", 9000000000000000000LL}}}});
   EXPECT_EQ(r.status, 200) << r.body.dump();
-  EXPECT_LT(r.seconds, 10.0);
+  EXPECT_LT(r.seconds, kHang);
   r = post(s.port(), "/v1/chat/completions", {{"messages", msgs}, {"chat_template_kwargs", {{"pad", "x"}, {"n", 9000000000000000000LL}}}});
   EXPECT_EQ(r.status, 400);
   EXPECT_NE(error_message(r).find("limit"), std::string::npos) << r.body.dump();
@@ -183,7 +187,10 @@ TEST(ServerLimits, ResponsesHaveABudget) {
   EXPECT_EQ(r.status, 400) << r.body.dump().substr(0, 300);
   EXPECT_EQ(r.body["error"]["param"], "logprobs");
   EXPECT_NE(error_message(r).find("--max-response-bytes"), std::string::npos);
-  EXPECT_LT(r.seconds, 2.0) << "refused only after the engine scored the prompts";
+  // Refused before the engine scored the prompts (it did, for 5 s, before).
+  const auto m = httplib::Client("127.0.0.1", s.port()).Get("/metrics");
+  ASSERT_TRUE(m);
+  EXPECT_EQ(test::metric(m->body, "vllm:prompt_tokens_total{"), 0);
   // Known only while generating: the request ends when its response passes the budget.
   r = post(s.port(), "/v1/completions", {{"prompt", "Once"}, {"max_tokens", 1900}, {"ignore_eos", true}, {"logprobs", 5}});
   EXPECT_EQ(r.status, 400);
