@@ -7,6 +7,7 @@
 
 #include <cmath>
 #include <random>
+#include <tuple>
 
 #include "core/cpu_features.h"
 #include "core/thread_pool.h"
@@ -38,12 +39,15 @@ struct Fp8Weights {
   }
 };
 
-Fp8Weights random_weights(QuantScheme q, int64_t N, int64_t K, uint64_t seed) {
+// Random codes (NaN replaced), or with `normal_rows` only normal numbers in rows below it: tiles
+// the decoder takes without a lookup.
+Fp8Weights random_weights(QuantScheme q, int64_t N, int64_t K, uint64_t seed, int64_t normal_rows = 0) {
   std::mt19937_64 rng(seed);
   Fp8Weights w{q, N, K, std::vector<uint8_t>(size_t(N * K)), std::vector<uint8_t>(size_t(N * K / 32)), {}};
-  for (auto& c : w.codes) {
+  for (size_t i = 0; i < w.codes.size(); ++i) {
+    uint8_t& c = w.codes[i];
     c = uint8_t(rng());
-    if ((c & 0x7f) == 0x7f) c = 0x38;
+    if ((c & 0x7f) == 0x7f || (int64_t(i) / K < normal_rows && !e4m3_is_normal(c))) c = uint8_t(0x38 | (c & 0x80));
   }
   for (auto& e : w.e8m0) e = uint8_t(118 + rng() % 12);
   w.block.resize(size_t((N + 127) / 128 * ((K + 127) / 128)));
@@ -70,6 +74,18 @@ TEST(Fp8Pairs, PackingKeepsEveryWeightAndScale) {
     const uint8_t* pad = packed.data() + fp8_pairs_index(w.K, 151, 0);
     EXPECT_EQ(*pad, 0);
   }
+  // Each MXFP8 tile says whether all its codes are normal numbers; padding rows (zeros) are not.
+  const Fp8Weights w = random_weights(QuantScheme::Mxfp8, 40, 64, 4, 32);
+  const std::vector<uint8_t> packed = pack_fp8_pairs(w.codes.data(), w.e8m0.data(), QuantScheme::Mxfp8, w.N, w.K);
+  const void* scales = packed.data() + fp8_pairs_code_bytes(w.N, w.K);
+  for (int64_t rb = 0; rb < 3; ++rb)
+    for (int64_t g = 0; g < 2; ++g) {
+      bool normal = rb < 2;
+      for (int64_t r = rb * 16; r < rb * 16 + 16; ++r)
+        for (int64_t k = g * 32; k < g * 32 + 32; ++k) normal = normal && r < w.N && e4m3_is_normal(w.codes[size_t(r * w.K + k)]);
+      EXPECT_EQ(fp8_pairs_tile_scales(QuantScheme::Mxfp8, scales, w.K, rb, g).normal, normal) << rb << ", " << g;
+      EXPECT_EQ(normal, rb < 2);
+    }
 }
 
 TEST(Fp8Pairs, DecoderRoundsToBf16AndFlushesWhatAmxCannotRead) {
@@ -100,6 +116,14 @@ class Fp8Tiles : public ::testing::TestWithParam<const char*> {
   const IsaTable* t_ = nullptr;
 };
 
+// Where the CPU has what the AMX FP8 kernel needs, its start-up self-test must pass: a wrong
+// decoder would otherwise only turn the kernel off (and the tests above into skips).
+TEST(Fp8Pairs, AmxKernelIsOnWhereTheCpuHasIt) {
+  if (best_supported_isa() != Isa::Amx || !cpu_features().avx512_vbmi)
+    GTEST_SKIP() << "this CPU lacks AMX or AVX-512 VBMI (it has: " << cpu_features().names() << ")";
+  EXPECT_EQ(table_for(Isa::Amx).fp8_layout, Layout::Fp8Pairs16) << "the AMX FP8 self-test failed (see the log)";
+}
+
 // y = x * W^T on t_ through the public matmul (weights packed for t_).
 std::vector<float> run(const IsaTable* t, ThreadPool& pool, const std::vector<float>& x, int64_t M,
                        const Fp8Weights& w) {
@@ -123,6 +147,16 @@ TEST_P(Fp8Tiles, EveryCodeAndScaleDecodesAsDefined) {
   const std::vector<float> y = run(t_, pool, x, K, w);
   for (int c = 0; c < 256; ++c)
     ASSERT_EQ(y[size_t((c % K) * 8 + c / K)], e4m3_to_f32(w.codes[size_t(c)])) << "code " << c;
+  // A tile of normal codes only takes the decoder's path without a lookup: every normal code times
+  // the scales at the ends of its range and between.
+  for (const int e8m0 : {10, 127, 200, 246}) {
+    Fp8Weights n{QuantScheme::Mxfp8, 8, K, std::vector<uint8_t>(256), std::vector<uint8_t>(8, uint8_t(e8m0)), {}};
+    for (int c = 0; c < 256; ++c) n.codes[size_t(c)] = e4m3_is_normal(uint8_t(c)) ? uint8_t(c) : uint8_t(0x38 | (c & 0x80));
+    const std::vector<float> yn = run(t_, pool, x, K, n);
+    for (int c = 0; c < 256; ++c)
+      ASSERT_EQ(double(yn[size_t((c % K) * 8 + c / K)]), std::ldexp(double(e4m3_to_f32(n.codes[size_t(c)])), e8m0 - 127))
+          << "code " << c << ", e8m0 " << e8m0;
+  }
   // Weight 1.0 times every E8M0 scale: 2^(e - 127) exactly, but 2^-127 (code 0) is below F32's
   // normal range and reads as zero; 255 is NaN.
   Fp8Weights s{QuantScheme::Mxfp8, 256, K, std::vector<uint8_t>(size_t(256 * K), 0x38), std::vector<uint8_t>(256), {}};
@@ -139,8 +173,9 @@ TEST_P(Fp8Tiles, MatchesDecodedProductAndIsBatchAndThreadInvariant) {
   ThreadPool one(1), two(2);
   uint64_t seed = 1;
   for (QuantScheme q : {QuantScheme::Mxfp8, QuantScheme::Fp8Block128})
-    for (auto [N, K] : {std::pair<int64_t, int64_t>{40, 96}, {130, 256}, {16, 32}}) {
-      const Fp8Weights w = random_weights(q, N, K, seed++);
+    for (auto [N, K, normal_rows] : {std::tuple<int64_t, int64_t, int64_t>{40, 96, 0}, {130, 256, 0}, {16, 32, 0},
+                                     {64, 128, 64}, {130, 256, 96}}) {
+      const Fp8Weights w = random_weights(q, N, K, seed++, normal_rows);
       const int64_t Mmax = 40;
       std::mt19937 rng(unsigned(seed++));
       std::normal_distribution<float> nd(0.0f, 1.0f);

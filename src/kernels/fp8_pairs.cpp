@@ -8,7 +8,7 @@
 namespace eaglet::kernels {
 
 size_t fp8_pairs_scale_bytes(QuantScheme q, int64_t rows, int64_t K) {
-  if (q == QuantScheme::Mxfp8) return size_t(pairs_round_up(rows, kPairRows)) * size_t(K / kMxGroup);
+  if (q == QuantScheme::Mxfp8) return size_t(pairs_round_up(rows, kPairRows) / kPairRows) * size_t(K / kMxGroup) * kMxTileRecord;
   return size_t((rows + kFp8Block - 1) / kFp8Block) * size_t((K + kFp8Block - 1) / kFp8Block) * sizeof(float);
 }
 
@@ -26,9 +26,17 @@ std::vector<uint8_t> pack_fp8_pairs(const uint8_t* codes, const void* scales, Qu
   }
   const int64_t groups = K / kMxGroup, padded = pairs_round_up(rows, kPairRows);
   const auto* e = static_cast<const uint8_t*>(scales);
-  for (int64_t r = 0; r < padded; ++r)
-    for (int64_t g = 0; g < groups; ++g)
-      s[((r / kPairRows) * groups + g) * kPairRows + r % kPairRows] = r < rows ? e[r * groups + g] : uint8_t(127);
+  for (int64_t rb = 0; rb < padded / kPairRows; ++rb)
+    for (int64_t g = 0; g < groups; ++g) {
+      uint8_t* record = s + (rb * groups + g) * kMxTileRecord;
+      bool normal = true;
+      for (int64_t i = 0; i < kPairRows; ++i) {
+        const int64_t r = rb * kPairRows + i;
+        record[i] = r < rows ? e[r * groups + g] : uint8_t(127);
+        for (int64_t k = g * kMxGroup; k < (g + 1) * kMxGroup; ++k) normal = normal && r < rows && e4m3_is_normal(codes[r * K + k]);
+      }
+      record[kPairRows] = normal;
+    }
   return out;
 }
 

@@ -6,8 +6,10 @@
 // stream from memory at one byte each and no BF16 copy of a matrix exists.
 //
 // The scales follow the codes in the same buffer: MXFP8's E8M0 bytes reordered so a tile's 16
-// (one per row) are contiguous, [N / 16][K / 32][16] (padding rows 127 = 2^0); FP8 block's F32
-// [ceil(N / 128)][ceil(K / 128)] as in the file (a 16 x 32 tile lies inside one 128 x 128 block).
+// (one per row) are contiguous, then a byte saying whether every code of the tile is a normal
+// number (not zero, subnormal or NaN; the decoder then needs no lookup), [N / 16][K / 32][17]
+// (padding rows: scale 127 = 2^0, codes zero); FP8 block's F32 [ceil(N / 128)][ceil(K / 128)] as
+// in the file (a 16 x 32 tile lies inside one 128 x 128 block).
 //
 // Decoding a tile gives BF16 of e4m3 * scale, rounded to nearest even (exact for MXFP8, whose
 // scales are powers of two; FP8 block scales round to BF16's 8 bits, 1/32 of an e4m3 step), with
@@ -25,6 +27,7 @@
 namespace eaglet::kernels {
 
 inline constexpr int64_t kFp8TileBytes = kPairRows * kPairK;  // 16 lines of 32 codes
+inline constexpr int64_t kMxTileRecord = kPairRows + 1;        // a tile's E8M0 bytes and its flag
 
 // Code bytes of an [N, K] matrix in the layout (rows padded to 16; K is a multiple of 32).
 inline size_t fp8_pairs_code_bytes(int64_t rows, int64_t K) {
@@ -57,11 +60,16 @@ std::vector<uint8_t> pack_fp8_pairs(const uint8_t* codes, const void* scales, Qu
 struct Fp8TileScales {
   const uint8_t* e8m0 = nullptr;  // MXFP8: 16 exponents, one per row of the tile
   float block = 0;                // FP8 block: the tile's one scale
+  bool normal = false;            // MXFP8: every code of the tile is a normal number
 };
+// Whether an e4m3 code is a normal number: exponent field 1..15, and not NaN (S.1111.111).
+constexpr bool e4m3_is_normal(uint8_t c) { return (c & 0x78) != 0 && (c & 0x7f) != 0x7f; }
 // `scales`: the packed scales (what follows the codes).
 static inline Fp8TileScales fp8_pairs_tile_scales(QuantScheme q, const void* scales, int64_t K, int64_t rb, int64_t g) {
-  if (q == QuantScheme::Mxfp8)
-    return {static_cast<const uint8_t*>(scales) + (size_t(rb) * size_t(K / kPairK) + size_t(g)) * kPairRows, 0};
+  if (q == QuantScheme::Mxfp8) {
+    const uint8_t* r = static_cast<const uint8_t*>(scales) + (size_t(rb) * size_t(K / kPairK) + size_t(g)) * kMxTileRecord;
+    return {r, 0, r[kPairRows] != 0};
+  }
   const int64_t block_cols = (K + kFp8Block - 1) / kFp8Block;
   return {nullptr, static_cast<const float*>(scales)[(rb * kPairRows / kFp8Block) * block_cols + g * kPairK / kFp8Block]};
 }
@@ -69,8 +77,8 @@ static inline Fp8TileScales fp8_pairs_tile_scales(QuantScheme q, const void* sca
 float fp8_pairs_scale(QuantScheme q, const void* scales, int64_t K, int64_t r, int64_t k);
 
 // One tile's 512 codes to its 512 BF16 values (a B tile: 16 lines of 64 bytes), exactly as the
-// AVX-512 decoder gives them: the portable model's decoder, and the AMX kernel's for tiles with
-// NaN codes or scales too large for its one-multiply path.
+// AVX-512 decoder gives them (which reads `normal` only to pick its path): the portable model's
+// decoder, and the AMX kernel's for tiles with NaN codes or scales.
 void decode_fp8_tile(const uint8_t* codes, const Fp8TileScales& s, bf16_t* out);
 // One weight the way decode_fp8_tile decodes it.
 bf16_t decode_fp8(uint8_t code, float scale);

@@ -41,6 +41,12 @@ struct Fp8Blocks {
     const int64_t g = k / kPairK;
     uint8_t* out = slot[g % 2][nb % 4];
     if (g == 0) Tiles::decode_fp8(codes_at(nb, 0), tile_scales(nb, 0), out);
+    // Each block is its own stream of codes; asking for each 4 tiles (2 KB) ahead made M = 1 ~10%
+    // faster than the hardware prefetcher alone (2-core Intel Xeon VM).
+    if (g + 4 < K / kPairK) {
+      const uint8_t* p = codes_at(nb, g + 4);
+      for (int i = 0; i < kFp8TileBytes / 64; ++i) __builtin_prefetch(p + 64 * i);
+    }
     if (g + 1 < K / kPairK) Tiles::decode_fp8(codes_at(nb, g + 1), tile_scales(nb, g + 1), slot[(g + 1) % 2][nb % 4]);
     return out;
   }

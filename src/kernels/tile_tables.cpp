@@ -150,7 +150,7 @@ bool amx_int8_self_test(std::string* why) {
 
 // The AMX FP8 kernel against the tile model: the decoded tiles must be the model's bit for bit,
 // so the test takes scales in every decoder path (MXFP8 codes 0..9 and 247..255, 255 = NaN, a NaN
-// code, FP8 block scales from 2^-140 up to 2^125) and compares outputs within the products'
+// code, tiles of normal codes only with scales 10..246, FP8 block scales from 2^-140 up to 2^125) and compares outputs within the products'
 // rounding (37 rows: the panel path; 40 columns: a partial block).
 bool amx_fp8_self_test(std::string* why) {
   const int64_t M = 37, K = 384, N = 40;
@@ -161,8 +161,12 @@ bool amx_fp8_self_test(std::string* why) {
   std::vector<bf16_t> xb(bf16_pairs_activation_count(M, K));
   bf16_pairs_activations(x.data(), M, K, xb.data());
   std::vector<uint8_t> codes(size_t(N * K)), e8m0(size_t(N * K / kMxGroup));
-  for (auto& c : codes) c = uint8_t(rng());
+  for (size_t i = 0; i < codes.size(); ++i) {  // rows 16..31: normal codes only (the lookup-free path)
+    codes[i] = uint8_t(rng());
+    if (i / K / kPairRows == 1 && !e4m3_is_normal(codes[i])) codes[i] = uint8_t(0x38 | (codes[i] & 0x80));
+  }
   for (size_t i = 0; i < e8m0.size(); ++i) e8m0[i] = uint8_t(i < 9 ? 247 + i : i < 19 ? i - 9 : 100 + rng() % 40);
+  for (size_t i = 0; i < 4; ++i) e8m0[K / kMxGroup * 16 + i] = uint8_t(i % 2 ? 246 - i / 2 : 10 + i / 2);
   std::vector<float> block = {0x1p-140f, 3.0f, 0x1p125f};
   for (QuantScheme q : {QuantScheme::Mxfp8, QuantScheme::Fp8Block128}) {
     const void* scales = q == QuantScheme::Mxfp8 ? static_cast<const void*>(e8m0.data()) : block.data();
