@@ -12,31 +12,62 @@ size_t fp8_pairs_scale_bytes(QuantScheme q, int64_t rows, int64_t K) {
   return size_t((rows + kFp8Block - 1) / kFp8Block) * size_t((K + kFp8Block - 1) / kFp8Block) * sizeof(float);
 }
 
+namespace {
+
+// Where the code pair (row i, inputs 2p and 2p + 1) of a tile goes inside it, in 2-byte units:
+// the two are adjacent there as in the row (fp8_tile_code_pos of an even element).
+struct TilePairPositions {
+  uint16_t at[kPairRows][kPairK / 2];
+  TilePairPositions() {
+    for (int i = 0; i < kPairRows; ++i)
+      for (int p = 0; p < kPairK / 2; ++p) at[i][p] = uint16_t(fp8_tile_code_pos(p, 2 * i) / 2);
+  }
+};
+
+// Whether all 32 codes at `c` are normal numbers, eight at a time: no byte with a zero exponent
+// field and none with all seven magnitude bits set.
+bool all_normal32(const uint8_t* c) {
+  constexpr uint64_t ones = 0x0101010101010101ull, highs = 0x8080808080808080ull;
+  const auto has_zero_byte = [](uint64_t v) { return ((v - ones) & ~v & highs) != 0; };
+  for (int j = 0; j < 32; j += 8) {
+    uint64_t w;
+    std::memcpy(&w, c + j, 8);
+    if (has_zero_byte(w & (0x78 * ones)) || has_zero_byte((w & (0x7f * ones)) ^ (0x7f * ones))) return false;
+  }
+  return true;
+}
+
+}  // namespace
+
+// Tile by tile: each row's 32 codes are read in a run and moved as 16 pairs inside the tile's 512
+// bytes, which stay in L1 (element by element through fp8_pairs_index it ran at 0.3 GB/s).
 std::vector<uint8_t> pack_fp8_pairs(const uint8_t* codes, const void* scales, QuantScheme q, int64_t rows, int64_t K) {
   EAGLET_CHECK(K % kPairK == 0, "internal: FP8 pairs need K ({}) a multiple of {}", K, kPairK);
   EAGLET_CHECK(q == QuantScheme::Mxfp8 || q == QuantScheme::Fp8Block128, "internal: FP8 pairs of a non-FP8 scheme");
+  static const TilePairPositions pos;
   const size_t code_bytes = fp8_pairs_code_bytes(rows, K);
   std::vector<uint8_t> out(code_bytes + fp8_pairs_scale_bytes(q, rows, K), 0);
-  for (int64_t r = 0; r < rows; ++r)
-    for (int64_t k = 0; k < K; ++k) out[fp8_pairs_index(K, r, k)] = codes[r * K + k];
   uint8_t* s = out.data() + code_bytes;
-  if (q == QuantScheme::Fp8Block128) {
-    std::memcpy(s, scales, fp8_pairs_scale_bytes(q, rows, K));
-    return out;
-  }
-  const int64_t groups = K / kMxGroup, padded = pairs_round_up(rows, kPairRows);
+  const int64_t groups = K / kPairK, blocks = pairs_round_up(rows, kPairRows) / kPairRows;
   const auto* e = static_cast<const uint8_t*>(scales);
-  for (int64_t rb = 0; rb < padded / kPairRows; ++rb)
+  for (int64_t rb = 0; rb < blocks; ++rb)
     for (int64_t g = 0; g < groups; ++g) {
+      uint8_t* tile = out.data() + fp8_pairs_tile_offset(K, rb, g);
+      bool normal = (rb + 1) * kPairRows <= rows;  // padding rows hold zero codes
+      for (int64_t i = 0; i < kPairRows && rb * kPairRows + i < rows; ++i) {
+        const uint8_t* src = codes + (rb * kPairRows + i) * K + g * kPairK;
+        for (int64_t p = 0; p < kPairK / 2; ++p) std::memcpy(tile + 2 * pos.at[i][p], src + 2 * p, 2);
+        normal = normal && all_normal32(src);
+      }
+      if (q != QuantScheme::Mxfp8) continue;
       uint8_t* record = s + (rb * groups + g) * kMxTileRecord;
-      bool normal = true;
       for (int64_t i = 0; i < kPairRows; ++i) {
         const int64_t r = rb * kPairRows + i;
         record[i] = r < rows ? e[r * groups + g] : uint8_t(127);
-        for (int64_t k = g * kMxGroup; k < (g + 1) * kMxGroup; ++k) normal = normal && r < rows && e4m3_is_normal(codes[r * K + k]);
       }
       record[kPairRows] = normal;
     }
+  if (q == QuantScheme::Fp8Block128) std::memcpy(s, scales, fp8_pairs_scale_bytes(q, rows, K));
   return out;
 }
 
