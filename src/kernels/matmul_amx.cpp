@@ -149,12 +149,12 @@ struct Tiles {
       const __m128i e = _mm_loadu_si128(reinterpret_cast<const __m128i*>(s.e8m0));
       if (_mm_cmpeq_epi8_mask(e, _mm_set1_epi8(char(0xff)))) return decode_fp8_tile(codes, s, o);
       if (!(_mm_cmplt_epu8_mask(e, _mm_set1_epi8(10)) | _mm_cmpgt_epu8_mask(e, _mm_set1_epi8(char(246))))) {
-        // (e - 127) << 7 for each element's row
-        const __m256i e16 = _mm256_cvtepu8_epi16(e);
+        const __m256i e16 = _mm256_cvtepu8_epi16(e);  // each row's scale, widened; then per element via `pairs`
         if (s.normal) {  // e4m3's exponent e - 7 becomes BF16's (e + 120) + (scale - 127)
           const __m256i bias16 = _mm256_slli_epi16(_mm256_sub_epi16(e16, _mm256_set1_epi16(7)), 7);
           return rebase(codes, _mm512_permutexvar_epi16(pairs, _mm512_castsi256_si512(bias16)), out);
         }
+        // (e - 127) << 7: the scale's exponent, added to the looked-up BF16
         const __m256i adj16 = _mm256_slli_epi16(_mm256_sub_epi16(e16, _mm256_set1_epi16(127)), 7);
         nan = exponent_add(codes, _mm512_permutexvar_epi16(pairs, _mm512_castsi256_si512(adj16)), out);
       } else {  // 2^(e - 127): E8M0 0 is F32's denormal 2^-127

@@ -150,8 +150,9 @@ bool amx_int8_self_test(std::string* why) {
 
 // The AMX FP8 kernel against the tile model: the decoded tiles must be the model's bit for bit,
 // so the test takes scales in every decoder path (MXFP8 codes 0..9 and 247..255, 255 = NaN, a NaN
-// code, tiles of normal codes only with scales 10..246, FP8 block scales from 2^-140 up to 2^125) and compares outputs within the products'
-// rounding (37 rows: the panel path; 40 columns: a partial block).
+// code, tiles of normal codes only with scales 10..246, FP8 block scales from 2^-140 up to
+// 2^125) and compares outputs within the products' rounding (37 rows: the panel path; 40
+// columns: a partial block).
 bool amx_fp8_self_test(std::string* why) {
   const int64_t M = 37, K = 384, N = 40;
   std::mt19937 rng(11);
