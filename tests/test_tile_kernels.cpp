@@ -1,6 +1,6 @@
 // The BF16 pairs layout and the tile kernel (tile_matmul.inl): over the portable tile model on
 // every machine (bitwise the scalar reference of the layout, batch invariant, through dispatch and
-// a whole model), and the real AMX kernel against it where AMX exists.
+// a whole model), and the real AMX and AVX-512 BF16 kernels against the reference where they exist.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -193,45 +193,63 @@ TEST_F(PackedDispatch, SpeculativeGreedyEqualsPlainGreedyOnTheTileModel) {
                             {"k=1", "k=3", "topk=4,depth=3,budget=12", "auto"});
 }
 
-// The real AMX kernel, where this CPU has it: within rounding of the tile model, and bitwise batch
-// invariant for M = 1..64 on 1 and 2 threads.
-class AmxKernel : public ::testing::Test {
+// The real pairs kernels, where this CPU has them (AMX tiles; AVX-512 BF16's vdpbf16ps): within
+// rounding of the scalar reference, only their own columns written, and bitwise batch invariant
+// for M = 1..64 on 1 and 2 threads.
+class PairsKernel : public ::testing::TestWithParam<Isa> {
  protected:
   void SetUp() override {
-    if (best_supported_isa() != Isa::Amx)
-      GTEST_SKIP() << "this CPU has no usable AMX-BF16 (best here: " << isa_name(best_supported_isa()) << ")";
-    ASSERT_STREQ(amx_table().name, "amx") << "AMX is granted but its kernels are off (see the log)";
+    if (int(best_supported_isa()) < int(GetParam()))
+      GTEST_SKIP() << "this CPU has no " << isa_name(GetParam()) << " (best here: " << isa_name(best_supported_isa())
+                   << ")";
+    if (GetParam() == Isa::Amx) ASSERT_STREQ(amx_table().name, "amx") << "AMX is granted but its kernels are off (see the log)";
+    ASSERT_EQ(table().bf16_layout, Layout::Bf16Pairs16) << table().name << " does not read the pairs layout";
   }
+  const IsaTable& table() const { return table_for(GetParam()); }
 };
 
-TEST_F(AmxKernel, AgreesWithTheTileModel) {
+TEST_P(PairsKernel, WithinRoundingOfTheReference) {
   for (int64_t M : kMs)
     for (int64_t K : kKs)
       for (int64_t N : kNs) {
         Problem p(M, K, N, unsigned(M * 10000 + K * 100 + N));
-        const auto want = p.run(tile_model_table().matmul_bf16_pairs, 0, N);
-        const auto got = p.run(amx_table().matmul_bf16_pairs, 0, N);
-        for (size_t i = 0; i < got.size(); ++i)
-          ASSERT_NEAR(got[i], want[i], 1e-5 * (1 + K)) << "M " << M << " K " << K << " N " << N << " element " << i;
+        for (auto [n0, n1] : {std::pair<int64_t, int64_t>{0, N}, {N > 16 ? 16 : 0, N}, {0, N > 16 ? 16 : N}}) {
+          const auto want = p.run(scalar_table().matmul_bf16_pairs, n0, n1);
+          const auto got = p.run(table().matmul_bf16_pairs, n0, n1);
+          for (int64_t m = 0; m < M; ++m)
+            for (int64_t n = 0; n < N; ++n) {
+              const size_t i = size_t(m * N + n);
+              if (n < n0 || n >= n1) ASSERT_TRUE(std::isnan(got[i])) << "wrote outside its columns";
+              else ASSERT_NEAR(got[i], want[i], 1e-5 * (1 + K)) << "M " << M << " K " << K << " N " << N << " at " << m << "," << n;
+            }
+        }
       }
 }
 
-TEST_F(AmxKernel, BatchInvariantOverRowsAndThreads) {
-  set_table_override(&amx_table());
-  const int64_t K = 256, N = 288;
-  Problem p(64, K, N, 21);
-  PackedWeight packed = pack(WeightView{DType::BF16, p.w.data(), N, K});
-  ThreadPool single(1), dual(2);
-  std::vector<float> one(size_t(64 * N));
-  for (int64_t m = 0; m < 64; ++m) matmul(single, p.x.data() + m * K, 1, packed.view, one.data() + m * N);
-  for (int64_t M = 1; M <= 64; ++M)
-    for (ThreadPool* pool : {&single, &dual}) {
-      std::vector<float> y(size_t(M * N));
-      matmul(*pool, p.x.data(), M, packed.view, y.data());
-      ASSERT_TRUE(std::equal(y.begin(), y.end(), one.begin())) << "M " << M << ", " << pool->size() << " threads";
-    }
+TEST_P(PairsKernel, BatchInvariantOverRowsAndThreads) {
+  set_table_override(&table());
+  // K = 600 takes several of the AVX-512 kernel's K chunks; N = 296 leaves a partial block and
+  // groups of blocks of every remainder.
+  for (int64_t K : {256, 600}) {
+    const int64_t N = 296;
+    Problem p(64, K, N, unsigned(21 + K));
+    PackedWeight packed = pack(WeightView{DType::BF16, p.w.data(), N, K});
+    ASSERT_EQ(packed.view.layout, Layout::Bf16Pairs16);
+    ThreadPool single(1), dual(2);
+    std::vector<float> one(size_t(64 * N));
+    for (int64_t m = 0; m < 64; ++m) matmul(single, p.x.data() + m * K, 1, packed.view, one.data() + m * N);
+    for (int64_t M = 1; M <= 64; ++M)
+      for (ThreadPool* pool : {&single, &dual}) {
+        std::vector<float> y(size_t(M * N));
+        matmul(*pool, p.x.data(), M, packed.view, y.data());
+        ASSERT_TRUE(std::equal(y.begin(), y.end(), one.begin())) << "K " << K << " M " << M << ", " << pool->size() << " threads";
+      }
+  }
   set_table_override(nullptr);
 }
+
+INSTANTIATE_TEST_SUITE_P(Isa, PairsKernel, ::testing::Values(Isa::Avx512Bf16, Isa::Amx),
+                         [](const ::testing::TestParamInfo<Isa>& i) { return std::string(isa_name(i.param)); });
 
 }  // namespace
 }  // namespace eaglet

@@ -110,6 +110,7 @@ void axpy_rows(const float*, const float*, int64_t, int64_t, int64_t, float*);
 void silu_mul(const float*, const float*, float*, int64_t);
 void softmax(float*, int64_t);
 void to_bf16(const float*, int64_t, bf16_t*);
+void matmul_bf16_pairs(const bf16_t*, int64_t, int64_t, const void*, int64_t, int64_t, float*, int64_t);  // pairs_avx512.cpp
 
 }  // namespace avx512
 
@@ -144,6 +145,8 @@ const IsaTable& avx512bf16_table() {
     t.isa = Isa::Avx512Bf16;
     t.name = "avx512bf16";
     t.matmul_bf16_bf16 = avx512::matmul_bf16_bf16;
+    t.bf16_layout = Layout::Bf16Pairs16;  // the AMX tiles' layout, read by vdpbf16ps
+    t.matmul_bf16_pairs = avx512::matmul_bf16_pairs;
     return t;
   }();
   return t;

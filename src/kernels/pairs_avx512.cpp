@@ -1,0 +1,249 @@
+// The BF16 pairs matmul (bf16_pairs.h) on AVX-512 BF16, for CPUs with vdpbf16ps and no AMX (AMD
+// Zen 4/5): the same packed weights the AMX tiles read, so pack() has one BF16 layout.
+//
+// One line of the layout is one register: pair p of a block's 16 rows. A tile of R activation rows
+// x NB blocks keeps R x NB accumulators (output columns in lanes, no horizontal sums): each step
+// loads NB lines, broadcasts one activation pair per row and adds it to each of the row's
+// accumulators with vdpbf16ps, so every weight load feeds R rows (the row-major kernel loaded each
+// weight once per row and reduced 16 lanes per output: a 16-token pass cost 3x a step).
+//
+// Shapes. vdpbf16ps takes ~6 cycles and a core starts two per cycle, so a tile needs 12 or more
+// independent accumulators to run at peak. Few rows are bound by memory: they read several blocks
+// at once (more accumulators, more loads in flight). From 9 rows on, tiles are 8 to 16 rows of one
+// block (as even as M allows): one weight line feeds up to 16 vdpbf16ps and every register but two
+// holds an accumulator. The activations are copied pair-major first (each tile finds its rows'
+// pairs at fixed offsets from one pointer; rows apart in memory took more address registers than
+// x86 has), and K is cut into chunks whose activations stay in L1 while the chunk of every weight
+// block streams past them once; lines are prefetched ahead, across the jump to the next block.
+//
+// Batch invariance: output (m, n) lives in lane n % 16 of one accumulator that adds pairs
+// 0..Kp/2-1 in order from zero, whatever M, the tile it falls in, the K chunking (a chunk's
+// accumulators are stored to y and loaded back, exactly) or the thread; the decode step runs the
+// same arithmetic as verification and prefill. vdpbf16ps rounds as the CPU does (Intel documents
+// both products added in turn, denormals flushed), so results are within rounding of the scalar
+// reference, not its bits.
+#include <immintrin.h>
+
+#include <algorithm>
+#include <array>
+#include <cstring>
+#include <utility>
+#include <vector>
+
+#include "kernels/bf16_pairs.h"
+#include "kernels/isa_table.h"
+
+#define EAGLET_UNROLL _Pragma("GCC unroll 16")
+
+namespace eaglet::kernels::avx512 {
+namespace {
+
+constexpr int64_t kLineBytes = 64;    // one pair of 16 rows
+constexpr int kTileRows = 16;         // rows of the largest tile: 16 accumulators of one block
+constexpr int64_t kAhead = 64;         // lines prefetched ahead of the loads (4 KB per stream)
+constexpr int64_t kChunkXBytes = 16 << 10;  // activations of one K chunk, all rows: a third of L1
+
+// A pass over weight blocks [nb, nb + NB) and pairs [p0, p1) for one tile of R rows.
+struct TileArgs {
+  const int32_t* x;   // the tile's activation pairs, pair-major: (p, i) at x[p * R + i]
+  const uint8_t* w;   // block nb's first line
+  int64_t block_bytes;
+  int64_t p0, p1;
+  float* y;           // y[m, 16 * nb]
+  int64_t ldy;
+  __mmask16 last;     // valid columns of the last of the NB blocks
+  bool first;         // start from zero; otherwise add to what y holds
+};
+
+inline void prefetch(const uint8_t* p) { _mm_prefetch(reinterpret_cast<const char*>(p), _MM_HINT_T0); }
+
+// The fixed loops are unrolled so the R x NB accumulators stay in registers.
+template <int R, int NB>
+void tile(const TileArgs& a) {
+  __m512 acc[R][NB];
+#pragma GCC unroll 16
+  for (int i = 0; i < R; ++i)
+#pragma GCC unroll 8
+    for (int j = 0; j < NB; ++j) {
+      const __mmask16 keep = j == NB - 1 ? a.last : __mmask16(0xFFFF);
+      acc[i][j] = a.first ? _mm512_setzero_ps() : _mm512_maskz_loadu_ps(keep, a.y + i * a.ldy + 16 * j);
+    }
+  const auto step = [&](int64_t p, const uint8_t* ahead) {
+    __m512bh w[NB];
+#pragma GCC unroll 8
+    for (int j = 0; j < NB; ++j) {
+      prefetch(ahead + j * a.block_bytes);
+      w[j] = (__m512bh)_mm512_loadu_si512(a.w + j * a.block_bytes + p * kLineBytes);
+    }
+#pragma GCC unroll 16
+    for (int i = 0; i < R; ++i) {
+      const __m512bh xp = (__m512bh)_mm512_set1_epi32(a.x[p * R + i]);
+#pragma GCC unroll 8
+      for (int j = 0; j < NB; ++j) acc[i][j] = _mm512_dpbf16_ps(acc[i][j], xp, w[j]);
+    }
+  };
+  // Ahead of the chunk's end lies the same chunk of the next group of blocks, read next.
+  const int64_t split = std::max(a.p0, a.p1 - kAhead);
+  const uint8_t* next = a.w + NB * a.block_bytes + (a.p0 - a.p1 + kAhead) * kLineBytes;
+  int64_t p = a.p0;
+  for (; p < split; ++p) step(p, a.w + (p + kAhead) * kLineBytes);
+  for (; p < a.p1; ++p) step(p, next + p * kLineBytes);
+#pragma GCC unroll 16
+  for (int i = 0; i < R; ++i)
+#pragma GCC unroll 8
+    for (int j = 0; j < NB; ++j)
+      _mm512_mask_storeu_ps(a.y + i * a.ldy + 16 * j, j == NB - 1 ? a.last : __mmask16(0xFFFF), acc[i][j]);
+}
+
+// The columns [n0, n1) in groups of NB blocks, then one block at a time (the last may be partial),
+// each group handed to `pass(a, blocks)` with a.w, a.y and a.last set.
+template <int NB, class Pass>
+void for_column_groups(TileArgs a, const uint8_t* w, int64_t n0, int64_t n1, float* y, Pass&& pass) {
+  const auto group = [&](int64_t col0, int64_t blocks) {
+    a.w = w + col0 / kPairRows * a.block_bytes;
+    a.y = y + col0;
+    const int64_t last_cols = std::min<int64_t>(kPairRows, n1 - (col0 + (blocks - 1) * kPairRows));
+    a.last = __mmask16((1u << last_cols) - 1);
+    pass(a, blocks);
+  };
+  int64_t col = n0;
+  for (; n1 - col > (NB - 1) * kPairRows; col += NB * kPairRows) group(col, NB);
+  for (; col < n1; col += kPairRows) group(col, 1);
+}
+
+// Up to 8 rows: one tile of all of them, R x NB.
+template <int R, int NB>
+void run_rows(const TileArgs& a, const uint8_t* w, int64_t n0, int64_t n1, float* y) {
+  for_column_groups<NB>(a, w, n0, n1, y, [](const TileArgs& g, int64_t blocks) {
+    if (blocks == NB) tile<R, NB>(g);
+    else tile<R, 1>(g);
+  });
+}
+
+// Tiles of R rows of one block, by height.
+using TileFn = void (*)(const TileArgs&);
+template <int... R>
+constexpr std::array<TileFn, sizeof...(R)> block_tiles(std::integer_sequence<int, R...>) {
+  return {&tile<R + 1, 1>...};
+}
+constexpr auto kBlockTiles = block_tiles(std::make_integer_sequence<int, kTileRows>{});
+
+// The row tiles, in order: one of up to 8 rows, else ceil(M / 16) of 8 to 16 rows as even as M
+// allows. f(first row, rows).
+template <class F>
+void for_row_tiles(int64_t M, F&& f) {
+  if (M <= 8) return f(int64_t(0), M);
+  const int64_t tiles = (M + kTileRows - 1) / kTileRows;
+  for (int64_t i = 0, r0 = 0; i < tiles; ++i) {
+    const int64_t rows = M / tiles + (i < M % tiles);
+    f(r0, rows);
+    r0 += rows;
+  }
+}
+
+// 9 rows or more: each block's chunk passes under every row tile while it is in L1. a.x holds the
+// tiles' pair-major activations one after another, `pairs` pairs each.
+void run_tiles(const TileArgs& a, int64_t M, int64_t pairs, const uint8_t* w, int64_t n0, int64_t n1, float* y) {
+  for_column_groups<1>(a, w, n0, n1, y, [&](const TileArgs& g, int64_t) {
+    for_row_tiles(M, [&, t = g](int64_t r0, int64_t rows) mutable {
+      t.x = g.x + r0 * pairs;
+      t.y = g.y + r0 * t.ldy;
+      kBlockTiles[rows - 1](t);
+    });
+  });
+}
+
+// 16 registers of 16 int32 each, transposed: out[i] lane j = in[j] lane i.
+inline void transpose16(__m512i v[16]) {
+  __m512i t[16];
+  EAGLET_UNROLL
+  for (int i = 0; i < 16; i += 2) {
+    t[i] = _mm512_unpacklo_epi32(v[i], v[i + 1]);
+    t[i + 1] = _mm512_unpackhi_epi32(v[i], v[i + 1]);
+  }
+  EAGLET_UNROLL
+  for (int i = 0; i < 16; i += 4) {
+    EAGLET_UNROLL
+    for (int k = 0; k < 2; ++k) {
+      v[i + k] = _mm512_unpacklo_epi64(t[i + k], t[i + k + 2]);
+      v[i + k + 2] = _mm512_unpackhi_epi64(t[i + k], t[i + k + 2]);
+    }
+  }
+  EAGLET_UNROLL
+  for (int i = 0; i < 16; i += 8) {
+    EAGLET_UNROLL
+    for (int k = 0; k < 4; ++k) {
+      t[i + k] = _mm512_shuffle_i32x4(v[i + k], v[i + k + 4], 0x88);
+      t[i + k + 4] = _mm512_shuffle_i32x4(v[i + k], v[i + k + 4], 0xDD);
+    }
+  }
+  EAGLET_UNROLL
+  for (int k = 0; k < 8; ++k) {
+    v[k] = _mm512_shuffle_i32x4(t[k], t[k + 8], 0x88);
+    v[k + 8] = _mm512_shuffle_i32x4(t[k], t[k + 8], 0xDD);
+  }
+}
+
+// Rows [r0, r0 + R) of x (rows `ld` values apart, R <= 16) pair-major into `out`: (p, i) at
+// out[p * R + i]. 16 pairs of every row at a time, transposed in registers.
+void transpose_pairs(const bf16_t* x, int64_t ld, int64_t r0, int64_t R, int64_t pairs, int32_t* out) {
+  // After the in-register transpose, register k holds pair 16b + perm[k] (the shuffles'
+  // interleave) with the rows in lanes.
+  static constexpr int kPerm[16] = {0, 2, 1, 3, 4, 6, 5, 7, 8, 10, 9, 11, 12, 14, 13, 15};
+  const __mmask16 rows = __mmask16((1u << R) - 1);
+  for (int64_t p = 0; p < pairs; p += 16) {
+    __m512i v[16];
+    EAGLET_UNROLL
+    for (int i = 0; i < 16; ++i)
+      v[i] = i < R ? _mm512_loadu_si512(x + (r0 + i) * ld + 2 * p) : _mm512_setzero_si512();
+    transpose16(v);
+    EAGLET_UNROLL
+    for (int k = 0; k < 16; ++k) _mm512_mask_storeu_epi32(out + (p + kPerm[k]) * R, rows, v[k]);
+  }
+}
+
+// The calling thread's pair-major activations, grown to the largest call.
+int32_t* transposed_buffer(size_t n) {
+  thread_local std::vector<int32_t> buffer;
+  if (buffer.size() < n) buffer.resize(n);
+  return buffer.data();
+}
+
+// Pairs per K chunk: the chunk's activations of all M rows fill kChunkXBytes, in whole tiles of K.
+int64_t chunk_pairs(int64_t M, int64_t pairs) {
+  const int64_t fit = kChunkXBytes / int64_t(sizeof(int32_t)) / M / (kPairK / 2) * (kPairK / 2);
+  return std::clamp<int64_t>(fit, kPairK / 2, pairs);
+}
+
+}  // namespace
+
+void matmul_bf16_pairs(const bf16_t* x, int64_t M, int64_t K, const void* w, int64_t n0, int64_t n1, float* y,
+                       int64_t ldy) {
+  const int64_t pairs = pairs_padded_k(K) / 2;
+  const int32_t* xt = reinterpret_cast<const int32_t*>(x);  // one row is pair-major already
+  if (M > 1) {
+    int32_t* buf = transposed_buffer(size_t(M * pairs));
+    for_row_tiles(M, [&](int64_t r0, int64_t R) {
+      transpose_pairs(x, bf16_pairs_activation_stride(K), r0, R, pairs, buf + r0 * pairs);
+    });
+    xt = buf;
+  }
+  const auto* wb = static_cast<const uint8_t*>(w);
+  const int64_t chunk = chunk_pairs(M, pairs);
+  for (int64_t p0 = 0; p0 < pairs; p0 += chunk) {
+    const TileArgs a{xt, nullptr, pairs * kLineBytes, p0, std::min(pairs, p0 + chunk), nullptr, ldy, 0xFFFF, p0 == 0};
+    switch (M) {
+      case 1: run_rows<1, 4>(a, wb, n0, n1, y); break;
+      case 2: run_rows<2, 8>(a, wb, n0, n1, y); break;
+      case 3: run_rows<3, 6>(a, wb, n0, n1, y); break;
+      case 4: run_rows<4, 6>(a, wb, n0, n1, y); break;
+      case 5: run_rows<5, 5>(a, wb, n0, n1, y); break;
+      case 6: run_rows<6, 4>(a, wb, n0, n1, y); break;
+      case 7: run_rows<7, 3>(a, wb, n0, n1, y); break;
+      case 8: run_rows<8, 3>(a, wb, n0, n1, y); break;
+      default: run_tiles(a, M, pairs, wb, n0, n1, y); break;
+    }
+  }
+}
+
+}  // namespace eaglet::kernels::avx512
