@@ -42,6 +42,7 @@ constexpr int64_t kLineBytes = 64;    // one pair of 16 rows
 constexpr int kTileRows = 16;         // rows of the largest tile: 16 accumulators of one block
 constexpr int64_t kAhead = 64;         // lines prefetched ahead of the loads (4 KB per stream)
 constexpr int64_t kChunkXBytes = 16 << 10;  // activations of one K chunk, all rows: a third of L1
+constexpr int64_t kBlockChunkPairs = 256;    // a block's K chunk under several row tiles: 16 KB
 
 // A pass over weight blocks [nb, nb + NB) and pairs [p0, p1) for one tile of R rows.
 struct TileArgs {
@@ -53,6 +54,7 @@ struct TileArgs {
   int64_t ldy;
   __mmask16 last;     // valid columns of the last of the NB blocks
   bool first;         // start from zero; otherwise add to what y holds
+  bool along_k;       // the next pass reads these blocks' next chunk (else the next blocks' same chunk)
 };
 
 inline void prefetch(const uint8_t* p) { _mm_prefetch(reinterpret_cast<const char*>(p), _MM_HINT_T0); }
@@ -82,9 +84,11 @@ void tile(const TileArgs& a) {
       for (int j = 0; j < NB; ++j) acc[i][j] = _mm512_dpbf16_ps(acc[i][j], xp, w[j]);
     }
   };
-  // Ahead of the chunk's end lies the same chunk of the next group of blocks, read next.
+  // Past the chunk's end, prefetch what the next pass reads: these blocks' next chunk (the lines
+  // that follow) or the same chunk of the next group of blocks.
   const int64_t split = std::max(a.p0, a.p1 - kAhead);
-  const uint8_t* next = a.w + NB * a.block_bytes + (a.p0 - a.p1 + kAhead) * kLineBytes;
+  const uint8_t* next = a.along_k ? a.w + kAhead * kLineBytes
+                                  : a.w + NB * a.block_bytes + (a.p0 - a.p1 + kAhead) * kLineBytes;
   int64_t p = a.p0;
   for (; p < split; ++p) step(p, a.w + (p + kAhead) * kLineBytes);
   for (; p < a.p1; ++p) step(p, next + p * kLineBytes);
@@ -128,6 +132,11 @@ constexpr std::array<TileFn, sizeof...(R)> block_tiles(std::integer_sequence<int
 }
 constexpr auto kBlockTiles = block_tiles(std::make_integer_sequence<int, kTileRows>{});
 
+// 9 to 16 rows: one tile of all of them, one block at a time.
+void run_block_tile(const TileArgs& a, int64_t M, const uint8_t* w, int64_t n0, int64_t n1, float* y) {
+  for_column_groups<1>(a, w, n0, n1, y, [M](const TileArgs& g, int64_t) { kBlockTiles[M - 1](g); });
+}
+
 // The row tiles, in order: one of up to 8 rows, else ceil(M / 16) of 8 to 16 rows as even as M
 // allows. f(first row, rows).
 template <class F>
@@ -141,15 +150,22 @@ void for_row_tiles(int64_t M, F&& f) {
   }
 }
 
-// 9 rows or more: each block's chunk passes under every row tile while it is in L1. a.x holds the
-// tiles' pair-major activations one after another, `pairs` pairs each.
-void run_tiles(const TileArgs& a, int64_t M, int64_t pairs, const uint8_t* w, int64_t n0, int64_t n1, float* y) {
-  for_column_groups<1>(a, w, n0, n1, y, [&](const TileArgs& g, int64_t) {
-    for_row_tiles(M, [&, t = g](int64_t r0, int64_t rows) mutable {
-      t.x = g.x + r0 * pairs;
-      t.y = g.y + r0 * t.ldy;
-      kBlockTiles[rows - 1](t);
-    });
+// More than 16 rows: one block at a time, its K in chunks that stay in L1 while every row tile
+// (ceil(M / 16), as even as M allows) passes under them; a.x holds the tiles' pair-major
+// activations one after another, `pairs` pairs each. Blocks outside and rows inside: the
+// activations (M x K x 2 bytes) come from L2, the weights from memory once.
+void run_tiles(TileArgs a, int64_t M, int64_t pairs, const uint8_t* w, int64_t n0, int64_t n1, float* y) {
+  a.along_k = true;
+  for_column_groups<1>(a, w, n0, n1, y, [&](TileArgs g, int64_t) {
+    for (g.p0 = 0; g.p0 < pairs; g.p0 += kBlockChunkPairs) {
+      g.p1 = std::min(pairs, g.p0 + kBlockChunkPairs);
+      g.first = g.p0 == 0;
+      for_row_tiles(M, [&, t = g](int64_t r0, int64_t rows) mutable {
+        t.x = g.x + r0 * pairs;
+        t.y = g.y + r0 * t.ldy;
+        kBlockTiles[rows - 1](t);
+      });
+    }
   });
 }
 
@@ -229,9 +245,11 @@ void matmul_bf16_pairs(const bf16_t* x, int64_t M, int64_t K, const void* w, int
     xt = buf;
   }
   const auto* wb = static_cast<const uint8_t*>(w);
+  if (M > kTileRows) return run_tiles({xt, nullptr, pairs * kLineBytes, 0, 0, nullptr, ldy, 0xFFFF, true, true}, M, pairs, wb, n0, n1, y);
+  // Up to 16 rows: one tile, K in chunks outside the blocks, so the chunk's activations stay in L1.
   const int64_t chunk = chunk_pairs(M, pairs);
   for (int64_t p0 = 0; p0 < pairs; p0 += chunk) {
-    const TileArgs a{xt, nullptr, pairs * kLineBytes, p0, std::min(pairs, p0 + chunk), nullptr, ldy, 0xFFFF, p0 == 0};
+    const TileArgs a{xt, nullptr, pairs * kLineBytes, p0, std::min(pairs, p0 + chunk), nullptr, ldy, 0xFFFF, p0 == 0, false};
     switch (M) {
       case 1: run_rows<1, 4>(a, wb, n0, n1, y); break;
       case 2: run_rows<2, 8>(a, wb, n0, n1, y); break;
@@ -241,7 +259,7 @@ void matmul_bf16_pairs(const bf16_t* x, int64_t M, int64_t K, const void* w, int
       case 6: run_rows<6, 4>(a, wb, n0, n1, y); break;
       case 7: run_rows<7, 3>(a, wb, n0, n1, y); break;
       case 8: run_rows<8, 3>(a, wb, n0, n1, y); break;
-      default: run_tiles(a, M, pairs, wb, n0, n1, y); break;
+      default: run_block_tile(a, M, wb, n0, n1, y); break;
     }
   }
 }
