@@ -228,9 +228,9 @@ TEST_P(PairsKernel, WithinRoundingOfTheReference) {
 
 TEST_P(PairsKernel, BatchInvariantOverRowsAndThreads) {
   set_table_override(&table());
-  // K = 600 takes several of the AVX-512 kernel's K chunks; N = 296 leaves a partial block and
-  // groups of blocks of every remainder.
-  for (int64_t K : {256, 600}) {
+  // K = 600 and 1056 take several of the AVX-512 kernel's K chunks (from 9 rows, and up to 8);
+  // N = 296 leaves a partial block and groups of blocks of every remainder.
+  for (int64_t K : {256, 600, 1056}) {
     const int64_t N = 296;
     Problem p(64, K, N, unsigned(21 + K));
     PackedWeight packed = pack(WeightView{DType::BF16, p.w.data(), N, K});

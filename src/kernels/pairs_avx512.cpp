@@ -8,13 +8,17 @@
 // weight once per row and reduced 16 lanes per output: a 16-token pass cost 3x a step).
 //
 // Shapes. vdpbf16ps takes ~6 cycles and a core starts two per cycle, so a tile needs 12 or more
-// independent accumulators to run at peak. Few rows are bound by memory: they read several blocks
-// at once (more accumulators, more loads in flight). From 9 rows on, tiles are 8 to 16 rows of one
-// block (as even as M allows): one weight line feeds up to 16 vdpbf16ps and every register but two
-// holds an accumulator. The activations are copied pair-major first (each tile finds its rows'
-// pairs at fixed offsets from one pointer; rows apart in memory took more address registers than
-// x86 has), and K is cut into chunks whose activations stay in L1 while the chunk of every weight
-// block streams past them once; lines are prefetched ahead, across the jump to the next block.
+// independent accumulators to run at peak, and each needs its activation pair broadcast: with one
+// broadcast per vdpbf16ps a Zen 5 core issues ~4.8 G/s of them, one per three ~5.7, none ~6.7
+// (tools/issue_rate.cpp). Up
+// to 8 rows run as one tile of 3-8 blocks (few rows are bound by memory: more blocks, more loads
+// in flight), K in chunks whose activations stay in L1 while every block's chunk streams past.
+// More rows run in tiles of up to 8 rows x 3 blocks (24 accumulators, each broadcast feeding 3),
+// a group of 3 blocks at a time with its K in chunks that stay in L1 while every row tile passes
+// (16 rows of one block, a broadcast per vdpbf16ps, ran 10-15% slower). The activations are
+// copied pair-major first, so a tile finds its rows' pairs at fixed offsets from one pointer (rows
+// apart in memory took more address registers than x86 has); weight lines are prefetched 4 KB
+// ahead, across the jump to the next chunk.
 //
 // Batch invariance: output (m, n) lives in lane n % 16 of one accumulator that adds pairs
 // 0..Kp/2-1 in order from zero, whatever M, the tile it falls in, the K chunking (a chunk's
@@ -38,11 +42,12 @@
 namespace eaglet::kernels::avx512 {
 namespace {
 
-constexpr int64_t kLineBytes = 64;    // one pair of 16 rows
-constexpr int kTileRows = 16;         // rows of the largest tile: 16 accumulators of one block
-constexpr int64_t kAhead = 64;         // lines prefetched ahead of the loads (4 KB per stream)
-constexpr int64_t kChunkXBytes = 16 << 10;  // activations of one K chunk, all rows: a third of L1
-constexpr int64_t kBlockChunkPairs = 256;    // a block's K chunk under several row tiles: 16 KB
+constexpr int64_t kLineBytes = 64;          // one pair of 16 rows
+constexpr int kTileRows = 8;                // rows of the largest tile
+constexpr int kGroupBlocks = 3;             // blocks of a tile of more than 8 rows: 24 accumulators
+constexpr int64_t kAhead = 64;              // lines prefetched ahead of the loads (4 KB per stream)
+constexpr int64_t kChunkXBytes = 16 << 10;  // up to 8 rows: activations of one K chunk, a third of L1
+constexpr int64_t kGroupChunkPairs = 128;   // more rows: a K chunk of 3 blocks, 24 KB of L1
 
 // A pass over weight blocks [nb, nb + NB) and pairs [p0, p1) for one tile of R rows.
 struct TileArgs {
@@ -124,24 +129,18 @@ void run_rows(const TileArgs& a, const uint8_t* w, int64_t n0, int64_t n1, float
   });
 }
 
-// Tiles of R rows of one block, by height.
+// Tiles of R rows x NB blocks, by height.
 using TileFn = void (*)(const TileArgs&);
-template <int... R>
-constexpr std::array<TileFn, sizeof...(R)> block_tiles(std::integer_sequence<int, R...>) {
-  return {&tile<R + 1, 1>...};
+template <int NB, int... R>
+constexpr std::array<TileFn, sizeof...(R)> tiles_by_height(std::integer_sequence<int, R...>) {
+  return {&tile<R + 1, NB>...};
 }
-constexpr auto kBlockTiles = block_tiles(std::make_integer_sequence<int, kTileRows>{});
+constexpr auto kGroupTiles = tiles_by_height<kGroupBlocks>(std::make_integer_sequence<int, kTileRows>{});
+constexpr auto kBlockTiles = tiles_by_height<1>(std::make_integer_sequence<int, kTileRows>{});
 
-// 9 to 16 rows: one tile of all of them, one block at a time.
-void run_block_tile(const TileArgs& a, int64_t M, const uint8_t* w, int64_t n0, int64_t n1, float* y) {
-  for_column_groups<1>(a, w, n0, n1, y, [M](const TileArgs& g, int64_t) { kBlockTiles[M - 1](g); });
-}
-
-// The row tiles, in order: one of up to 8 rows, else ceil(M / 16) of 8 to 16 rows as even as M
-// allows. f(first row, rows).
+// The row tiles, in order: ceil(M / 8) as even as M allows. f(first row, rows).
 template <class F>
 void for_row_tiles(int64_t M, F&& f) {
-  if (M <= 8) return f(int64_t(0), M);
   const int64_t tiles = (M + kTileRows - 1) / kTileRows;
   for (int64_t i = 0, r0 = 0; i < tiles; ++i) {
     const int64_t rows = M / tiles + (i < M % tiles);
@@ -150,20 +149,19 @@ void for_row_tiles(int64_t M, F&& f) {
   }
 }
 
-// More than 16 rows: one block at a time, its K in chunks that stay in L1 while every row tile
-// (ceil(M / 16), as even as M allows) passes under them; a.x holds the tiles' pair-major
-// activations one after another, `pairs` pairs each. Blocks outside and rows inside: the
-// activations (M x K x 2 bytes) come from L2, the weights from memory once.
+// More than 8 rows: groups of 3 blocks, each group's K in chunks that stay in L1 while every row
+// tile passes under them (weights from memory once, activations from L2); a.x holds the tiles'
+// pair-major activations one after another, `pairs` pairs each.
 void run_tiles(TileArgs a, int64_t M, int64_t pairs, const uint8_t* w, int64_t n0, int64_t n1, float* y) {
   a.along_k = true;
-  for_column_groups<1>(a, w, n0, n1, y, [&](TileArgs g, int64_t) {
-    for (g.p0 = 0; g.p0 < pairs; g.p0 += kBlockChunkPairs) {
-      g.p1 = std::min(pairs, g.p0 + kBlockChunkPairs);
+  for_column_groups<kGroupBlocks>(a, w, n0, n1, y, [&](TileArgs g, int64_t blocks) {
+    for (g.p0 = 0; g.p0 < pairs; g.p0 += kGroupChunkPairs) {
+      g.p1 = std::min(pairs, g.p0 + kGroupChunkPairs);
       g.first = g.p0 == 0;
       for_row_tiles(M, [&, t = g](int64_t r0, int64_t rows) mutable {
         t.x = g.x + r0 * pairs;
         t.y = g.y + r0 * t.ldy;
-        kBlockTiles[rows - 1](t);
+        (blocks == kGroupBlocks ? kGroupTiles[rows - 1] : kBlockTiles[rows - 1])(t);
       });
     }
   });
@@ -245,8 +243,9 @@ void matmul_bf16_pairs(const bf16_t* x, int64_t M, int64_t K, const void* w, int
     xt = buf;
   }
   const auto* wb = static_cast<const uint8_t*>(w);
-  if (M > kTileRows) return run_tiles({xt, nullptr, pairs * kLineBytes, 0, 0, nullptr, ldy, 0xFFFF, true, true}, M, pairs, wb, n0, n1, y);
-  // Up to 16 rows: one tile, K in chunks outside the blocks, so the chunk's activations stay in L1.
+  if (M > kTileRows)
+    return run_tiles({xt, nullptr, pairs * kLineBytes, 0, 0, nullptr, ldy, 0xFFFF, true, true}, M, pairs, wb, n0, n1, y);
+  // One tile: K in chunks outside the blocks, so the chunk's activations stay in L1.
   const int64_t chunk = chunk_pairs(M, pairs);
   for (int64_t p0 = 0; p0 < pairs; p0 += chunk) {
     const TileArgs a{xt, nullptr, pairs * kLineBytes, p0, std::min(pairs, p0 + chunk), nullptr, ldy, 0xFFFF, p0 == 0, false};
@@ -258,8 +257,7 @@ void matmul_bf16_pairs(const bf16_t* x, int64_t M, int64_t K, const void* w, int
       case 5: run_rows<5, 5>(a, wb, n0, n1, y); break;
       case 6: run_rows<6, 4>(a, wb, n0, n1, y); break;
       case 7: run_rows<7, 3>(a, wb, n0, n1, y); break;
-      case 8: run_rows<8, 3>(a, wb, n0, n1, y); break;
-      default: run_block_tile(a, M, wb, n0, n1, y); break;
+      default: run_rows<8, 3>(a, wb, n0, n1, y); break;
     }
   }
 }
