@@ -104,39 +104,46 @@ void tile(const TileArgs& a) {
       _mm512_mask_storeu_ps(a.y + i * a.ldy + 16 * j, j == NB - 1 ? a.last : __mmask16(0xFFFF), acc[i][j]);
 }
 
-// The columns [n0, n1) in groups of NB blocks, then one block at a time (the last may be partial),
-// each group handed to `pass(a, blocks)` with a.w, a.y and a.last set.
+// The columns [n0, n1), B blocks (the last may be partial), in ceil(B / NB) groups as even as B
+// allows, each handed to `pass(a, blocks)` with a.w, a.y and a.last set. A thread's chunk is often
+// a few blocks (N / 32 columns: 4 blocks of a 2048-row matrix), and 4 blocks under NB = 3 run as
+// 2 + 2: a tile of one block has too few accumulators (3 + 1 took a fifth of a 16-row forward).
 template <int NB, class Pass>
 void for_column_groups(TileArgs a, const uint8_t* w, int64_t n0, int64_t n1, float* y, Pass&& pass) {
-  const auto group = [&](int64_t col0, int64_t blocks) {
-    a.w = w + col0 / kPairRows * a.block_bytes;
-    a.y = y + col0;
-    const int64_t last_cols = std::min<int64_t>(kPairRows, n1 - (col0 + (blocks - 1) * kPairRows));
+  const int64_t B = (n1 - n0 + kPairRows - 1) / kPairRows, groups = (B + NB - 1) / NB;
+  int64_t col = n0;
+  for (int64_t i = 0; i < groups; ++i) {
+    const int64_t blocks = B / groups + (i < B % groups);
+    a.w = w + col / kPairRows * a.block_bytes;
+    a.y = y + col;
+    const int64_t last_cols = std::min<int64_t>(kPairRows, n1 - (col + (blocks - 1) * kPairRows));
     a.last = __mmask16((1u << last_cols) - 1);
     pass(a, blocks);
-  };
-  int64_t col = n0;
-  for (; n1 - col > (NB - 1) * kPairRows; col += NB * kPairRows) group(col, NB);
-  for (; col < n1; col += kPairRows) group(col, 1);
+    col += blocks * kPairRows;
+  }
 }
 
-// Up to 8 rows: one tile of all of them, R x NB.
+// Tiles of R rows x 1..NB blocks, by width.
+using TileFn = void (*)(const TileArgs&);
+template <int R, int... S>
+constexpr std::array<TileFn, sizeof...(S)> tiles_by_width(std::integer_sequence<int, S...>) {
+  return {&tile<R, S + 1>...};
+}
+template <int R, int NB>
+constexpr auto kTilesUpTo = tiles_by_width<R>(std::make_integer_sequence<int, NB>{});
+
+// Up to 8 rows: one tile of all of them, R x (up to) NB.
 template <int R, int NB>
 void run_rows(const TileArgs& a, const uint8_t* w, int64_t n0, int64_t n1, float* y) {
-  for_column_groups<NB>(a, w, n0, n1, y, [](const TileArgs& g, int64_t blocks) {
-    if (blocks == NB) tile<R, NB>(g);
-    else tile<R, 1>(g);
-  });
+  for_column_groups<NB>(a, w, n0, n1, y, [](const TileArgs& g, int64_t blocks) { kTilesUpTo<R, NB>[blocks - 1](g); });
 }
 
-// Tiles of R rows x NB blocks, by height.
-using TileFn = void (*)(const TileArgs&);
-template <int NB, int... R>
-constexpr std::array<TileFn, sizeof...(R)> tiles_by_height(std::integer_sequence<int, R...>) {
-  return {&tile<R + 1, NB>...};
+// Tiles of more than 8 rows' passes, [rows - 1][blocks - 1].
+template <int... R>
+constexpr auto group_tiles(std::integer_sequence<int, R...>) {
+  return std::array{kTilesUpTo<R + 1, kGroupBlocks>...};
 }
-constexpr auto kGroupTiles = tiles_by_height<kGroupBlocks>(std::make_integer_sequence<int, kTileRows>{});
-constexpr auto kBlockTiles = tiles_by_height<1>(std::make_integer_sequence<int, kTileRows>{});
+constexpr auto kGroupTiles = group_tiles(std::make_integer_sequence<int, kTileRows>{});
 
 // The row tiles, in order: ceil(M / 8) as even as M allows. f(first row, rows).
 template <class F>
@@ -161,7 +168,7 @@ void run_tiles(TileArgs a, int64_t M, int64_t pairs, const uint8_t* w, int64_t n
       for_row_tiles(M, [&, t = g](int64_t r0, int64_t rows) mutable {
         t.x = g.x + r0 * pairs;
         t.y = g.y + r0 * t.ldy;
-        (blocks == kGroupBlocks ? kGroupTiles[rows - 1] : kBlockTiles[rows - 1])(t);
+        kGroupTiles[size_t(rows - 1)][size_t(blocks - 1)](t);
       });
     }
   });
