@@ -10,9 +10,9 @@
 // Shapes. vdpbf16ps takes ~6 cycles and a core starts two per cycle, so a tile needs 12 or more
 // independent accumulators to run at peak, and each needs its activation pair broadcast: with one
 // broadcast per vdpbf16ps a Zen 5 core issues ~4.8 G/s of them, one per three ~5.7, none ~6.7
-// (tools/issue_rate.cpp). Up
-// to 8 rows run as one tile of 3-8 blocks (few rows are bound by memory: more blocks, more loads
-// in flight), K in chunks whose activations stay in L1 while every block's chunk streams past.
+// (tools/issue_rate.cpp). Up to 8 rows run as one tile of 4 blocks (3 from 7 rows), K in chunks
+// whose activations stay in L1 while every block's chunk streams past: few rows are bound by
+// memory, and 6-8 blocks' streams at once made 2 rows cost 1.3x one (4 blocks: 1.03x).
 // More rows run in tiles of up to 8 rows x 3 blocks (24 accumulators, each broadcast feeding 3),
 // a group of 3 blocks at a time with its K in chunks that stay in L1 while every row tile passes
 // (16 rows of one block, a broadcast per vdpbf16ps, ran 10-15% slower). The activations are
@@ -258,10 +258,10 @@ void matmul_bf16_pairs(const bf16_t* x, int64_t M, int64_t K, const void* w, int
     const TileArgs a{xt, nullptr, pairs * kLineBytes, p0, std::min(pairs, p0 + chunk), nullptr, ldy, 0xFFFF, p0 == 0, false};
     switch (M) {
       case 1: run_rows<1, 4>(a, wb, n0, n1, y); break;
-      case 2: run_rows<2, 8>(a, wb, n0, n1, y); break;
-      case 3: run_rows<3, 6>(a, wb, n0, n1, y); break;
-      case 4: run_rows<4, 6>(a, wb, n0, n1, y); break;
-      case 5: run_rows<5, 5>(a, wb, n0, n1, y); break;
+      case 2: run_rows<2, 4>(a, wb, n0, n1, y); break;
+      case 3: run_rows<3, 4>(a, wb, n0, n1, y); break;
+      case 4: run_rows<4, 4>(a, wb, n0, n1, y); break;
+      case 5: run_rows<5, 4>(a, wb, n0, n1, y); break;
       case 6: run_rows<6, 4>(a, wb, n0, n1, y); break;
       case 7: run_rows<7, 3>(a, wb, n0, n1, y); break;
       default: run_rows<8, 3>(a, wb, n0, n1, y); break;
