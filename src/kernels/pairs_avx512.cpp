@@ -36,6 +36,7 @@
 
 #include "kernels/bf16_pairs.h"
 #include "kernels/isa_table.h"
+#include "kernels/row_tiles.h"
 
 #define EAGLET_UNROLL _Pragma("GCC unroll 16")
 
@@ -138,37 +139,20 @@ void run_rows(const TileArgs& a, const uint8_t* w, int64_t n0, int64_t n1, float
   for_column_groups<NB>(a, w, n0, n1, y, [](const TileArgs& g, int64_t blocks) { kTilesUpTo<R, NB>[blocks - 1](g); });
 }
 
-// Tiles of more than 8 rows' passes, [rows - 1][blocks - 1].
-template <int... R>
-constexpr auto group_tiles(std::integer_sequence<int, R...>) {
-  return std::array{kTilesUpTo<R + 1, kGroupBlocks>...};
-}
-constexpr auto kGroupTiles = group_tiles(std::make_integer_sequence<int, kTileRows>{});
-
-// The row tiles, in order: ceil(M / 8) as even as M allows. f(first row, rows).
-template <class F>
-void for_row_tiles(int64_t M, F&& f) {
-  const int64_t tiles = (M + kTileRows - 1) / kTileRows;
-  for (int64_t i = 0, r0 = 0; i < tiles; ++i) {
-    const int64_t rows = M / tiles + (i < M % tiles);
-    f(r0, rows);
-    r0 += rows;
-  }
-}
-
 // More than 8 rows: groups of 3 blocks, each group's K in chunks that stay in L1 while every row
-// tile passes under them (weights from memory once, activations from L2); a.x holds the tiles'
-// pair-major activations one after another, `pairs` pairs each.
+// tile passes under them (weights from memory once, activations from L2). The row tiles are
+// ceil(M / 8) as even as M allows (row_tiles.h); a.x holds their pair-major activations one after
+// another, `pairs` pairs each.
 void run_tiles(TileArgs a, int64_t M, int64_t pairs, const uint8_t* w, int64_t n0, int64_t n1, float* y) {
   a.along_k = true;
   for_column_groups<kGroupBlocks>(a, w, n0, n1, y, [&](TileArgs g, int64_t blocks) {
     for (g.p0 = 0; g.p0 < pairs; g.p0 += kGroupChunkPairs) {
       g.p1 = std::min(pairs, g.p0 + kGroupChunkPairs);
       g.first = g.p0 == 0;
-      for_row_tiles(M, [&, t = g](int64_t r0, int64_t rows) mutable {
+      for_row_tiles<kTileRows>(M, [&, t = g](auto R, int64_t r0) mutable {
         t.x = g.x + r0 * pairs;
         t.y = g.y + r0 * t.ldy;
-        kGroupTiles[size_t(rows - 1)][size_t(blocks - 1)](t);
+        kTilesUpTo<R(), kGroupBlocks>[size_t(blocks - 1)](t);
       });
     }
   });
@@ -244,8 +228,8 @@ void matmul_bf16_pairs(const bf16_t* x, int64_t M, int64_t K, const void* w, int
   const int32_t* xt = reinterpret_cast<const int32_t*>(x);  // one row is pair-major already
   if (M > 1) {
     int32_t* buf = transposed_buffer(size_t(M * pairs));
-    for_row_tiles(M, [&](int64_t r0, int64_t R) {
-      transpose_pairs(x, bf16_pairs_activation_stride(K), r0, R, pairs, buf + r0 * pairs);
+    for_row_tiles<kTileRows>(M, [&](auto R, int64_t r0) {
+      transpose_pairs(x, bf16_pairs_activation_stride(K), r0, R(), pairs, buf + r0 * pairs);
     });
     xt = buf;
   }
