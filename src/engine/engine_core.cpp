@@ -20,11 +20,7 @@ using clock_type = std::chrono::steady_clock;
 double since(clock_type::time_point t) { return std::chrono::duration<double>(clock_type::now() - t).count(); }
 
 TokenLogprob logprob_of(const float* logits, int V, int token, int top) {
-  float mx = -INFINITY;
-  for (int i = 0; i < V; ++i) mx = std::max(mx, logits[i]);
-  double z = 0;
-  for (int i = 0; i < V; ++i) z += std::exp(double(logits[i] - mx));
-  const float lz = float(std::log(z)) + mx;
+  const float lz = float(log_partition(logits, V));
   TokenLogprob t{token, logits[token] - lz, {}};
   if (top > 0) {
     std::vector<int> idx(static_cast<size_t>(V));
@@ -283,164 +279,211 @@ void EngineCore::draft(const std::vector<Seq*>& all_decoding, int fixed_tokens) 
   }
 }
 
+// What one step runs, in batch order: each scheduled sequence with the prompt tokens it prefills
+// (0: it decodes its root token and draft tree).
+struct EngineCore::StepPlan {
+  std::vector<Seq*> seqs;
+  std::vector<size_t> prefill;
+};
+
 void EngineCore::step() {
-  // Cancelled requests (client gone) leave first and free their blocks.
+  drop_cancelled();
+  if (running_.empty()) return;
+  const StepPlan p = plan();
+  execute(p);
+  apply(p);
+  retire_finished();
+}
+
+// Cancelled requests (client gone) leave first and free their blocks.
+void EngineCore::drop_cancelled() {
   for (auto& s : running_)
     if (s->req->cancelled) {
       finish(*s, "abort");
       s.reset();
     }
   running_.erase(std::remove(running_.begin(), running_.end(), nullptr), running_.end());
-  if (running_.empty()) return;
+}
 
-  const int V = target_.config().vocab;
-  const size_t tap_row = taps_.size() * size_t(target_.config().hidden);
-
-  // Plan: prefill chunks within the token budget, then the drafts of every decoding sequence.
+// Every decoding sequence, and prefill chunks within the token budget; then their drafts.
+EngineCore::StepPlan EngineCore::plan() {
+  StepPlan p;
   std::vector<Seq*> decoding;
-  std::vector<size_t> prefill(running_.size(), 0);
   int budget = opts_.prefill_chunk, fixed_tokens = 0;
-  for (size_t i = 0; i < running_.size(); ++i) {
-    Seq& s = *running_[i];
+  for (auto& sp : running_) {
+    Seq& s = *sp;
     if (s.decoding) {
       decoding.push_back(&s);
+      p.seqs.push_back(&s);
+      p.prefill.push_back(0);
       ++fixed_tokens;
     } else if (budget > 0) {
-      prefill[i] = std::min<size_t>(size_t(budget), s.req->prompt.size() - s.prefilled);
-      budget -= int(prefill[i]);
-      fixed_tokens += int(prefill[i]);
+      const size_t n = std::min<size_t>(size_t(budget), s.req->prompt.size() - s.prefilled);
+      p.seqs.push_back(&s);
+      p.prefill.push_back(n);
+      budget -= int(n);
+      fixed_tokens += int(n);
     }
   }
   draft(decoding, fixed_tokens);
+  return p;
+}
 
-  // One target forward: each decoding sequence's root and draft tree, then the prefill chunks.
-  ForwardBatch batch;
-  batch.tap_layers = taps_;
-  std::vector<Seq*> order;
-  for (size_t i = 0; i < running_.size(); ++i) {
-    Seq& s = *running_[i];
-    SeqChunk c;
-    c.seq = s.kv;
-    if (s.decoding) {
-      c.tokens = {s.last};
-      c.tokens.insert(c.tokens.end(), s.tree.tokens.begin(), s.tree.tokens.end());
-      for (size_t r = 0; r < c.tokens.size(); ++r) c.logit_rows.push_back(int(r));
-      if (!is_chain(s.tree)) {
-        c.parents = {-1};
-        for (int p : s.tree.parents) c.parents.push_back(p + 1);
-      }
-    } else {
-      if (prefill[i] == 0) continue;
-      const size_t n = prefill[i];
-      c.tokens.assign(s.req->prompt.begin() + long(s.prefilled), s.req->prompt.begin() + long(s.prefilled + n));
-      if (s.req->prompt_logprobs >= 0) {
-        for (size_t r = 0; r < n; ++r) c.logit_rows.push_back(int(r));
-      } else if (s.prefilled + n == s.req->prompt.size()) {
-        c.logit_rows = {int(n) - 1};
-      }
-    }
-    batch.chunks.push_back(std::move(c));
-    order.push_back(&s);
+// One target forward: each decoding sequence's root and draft tree, each prefill chunk.
+void EngineCore::execute(const StepPlan& p) {
+  batch_.tap_layers = taps_;
+  batch_.chunks.resize(p.seqs.size());
+  int64_t tokens = 0;
+  for (size_t i = 0; i < p.seqs.size(); ++i) {
+    fill_chunk(*p.seqs[i], p.prefill[i], batch_.chunks[i]);
+    tokens += int64_t(batch_.chunks[i].tokens.size());
   }
-  ForwardOutput out;
-  auto t0 = clock_type::now();
-  target_.forward(pool_, *cache_, batch, &out);
+  const auto t0 = clock_type::now();
+  target_.forward(pool_, *cache_, batch_, &out_);
   spec_metrics_.target_seconds += since(t0);
-  if (metrics_) {
-    int64_t n = 0;
-    for (auto& c : batch.chunks) n += int64_t(c.tokens.size());
-    metrics_->iteration(n);
-  }
-  t0 = clock_type::now();
+  if (metrics_) metrics_->iteration(tokens);
+}
 
-  std::vector<Proposer::Accepted> accepted;
-  std::vector<std::vector<float>> accepted_taps(order.size());
+// A decoding sequence scores its root and every tree node; a prefill chunk scores its last
+// prompt token (or every one, for prompt log-probabilities).
+void EngineCore::fill_chunk(const Seq& s, size_t prefill_tokens, SeqChunk& c) const {
+  c.seq = s.kv;
+  c.tokens.clear();
+  c.logit_rows.clear();
+  c.parents.clear();
+  if (s.decoding) {
+    c.tokens.push_back(s.last);
+    c.tokens.insert(c.tokens.end(), s.tree.tokens.begin(), s.tree.tokens.end());
+    for (size_t r = 0; r < c.tokens.size(); ++r) c.logit_rows.push_back(int(r));
+    if (!is_chain(s.tree)) {
+      c.parents.push_back(-1);
+      for (int parent : s.tree.parents) c.parents.push_back(parent + 1);
+    }
+    return;
+  }
+  const auto& prompt = s.req->prompt;
+  c.tokens.assign(prompt.begin() + long(s.prefilled), prompt.begin() + long(s.prefilled + prefill_tokens));
+  if (s.req->prompt_logprobs >= 0) {
+    for (size_t r = 0; r < prefill_tokens; ++r) c.logit_rows.push_back(int(r));
+  } else if (s.prefilled + prefill_tokens == prompt.size()) {
+    c.logit_rows.push_back(int(prefill_tokens) - 1);
+  }
+}
+
+// The forward's rows back into each sequence: prefill progress, or verification and emission;
+// then one batched proposer call folds every accepted path into the draft's state.
+void EngineCore::apply(const StepPlan& p) {
+  const auto t0 = clock_type::now();
+  const size_t V = size_t(target_.config().vocab), tap_row = taps_.size() * size_t(target_.config().hidden);
+  accepted_.clear();
+  accepted_taps_.resize(std::max(accepted_taps_.size(), p.seqs.size()));  // accepted_ points into these
   size_t row = 0, tok = 0;
-  for (size_t i = 0; i < order.size(); ++i) {
-    Seq& s = *order[i];
-    const SeqChunk& c = batch.chunks[i];
-    const float* taps_here = out.taps.data() + tok * tap_row;
+  for (size_t i = 0; i < p.seqs.size(); ++i) {
+    Seq& s = *p.seqs[i];
+    const SeqChunk& c = batch_.chunks[i];
+    const float* taps = out_.taps.data() + tok * tap_row;
     tok += c.tokens.size();
-    if (!s.decoding) {
-      const size_t first = s.prefilled;
-      s.prefilled += c.tokens.size();
-      if (!taps_.empty()) record_rows(s, c.tokens.data(), taps_here, c.tokens.size());
-      if (metrics_) metrics_->tokens(int64_t(c.tokens.size()), 0);
-      const bool prefilled = s.prefilled == s.req->prompt.size();
-      if (s.req->prompt_logprobs >= 0) {  // row r scores the prompt token after it
-        const auto& prompt = s.req->prompt;
-        for (size_t r = 0; r < c.tokens.size() && first + r + 1 < prompt.size(); ++r)
-          s.prompt_logprobs.push_back(
-              logprob_of(out.logits.data() + (row + r) * size_t(V), V, prompt[first + r + 1], s.req->prompt_logprobs));
-        row += c.tokens.size() - (prefilled ? 1 : 0);  // the last row is the first sampling row
-        if (prefilled && s.req->on_prompt_logprobs) s.req->on_prompt_logprobs(std::move(s.prompt_logprobs));
-      }
-      if (!prefilled) continue;
-      const float* logits = out.logits.data() + row * size_t(V);
-      ++row;
-      if (s.req->stop.max_tokens == 0) {
-        s.prompt_only = true;
-        continue;
-      }
-      s.last = s.sampler.sample(logits, V);
-      s.decoding = true;
-      if (!emit(s, s.last, logits)) continue;
-      // Penalties and biases change each position's distribution with the tokens before it,
-      // which a draft's verification does not model: such sequences decode without drafts.
-      if (proposer_ && !s.req->sampling.has_logits_processors()) {
-        proposer_->begin(s.kv, s.req->prompt, taps_.empty() ? nullptr : s.prompt_taps.data(), s.last);
-        s.proposing = true;
-      }
-      if (!keep_history_) s.prompt_taps = {};
-      continue;
-    }
-    const float* logits = out.logits.data() + row * size_t(V);
-    row += c.tokens.size();
-    const int64_t len_before = cache_->length(s.kv) - int64_t(c.tokens.size());
-    const Verdict v = verify_tree(logits, V, s.tree, s.sampler);
-    if (!s.tree.empty()) {
-      const auto depths = s.tree.depths();
-      const int depth = *std::max_element(depths.begin(), depths.end());
-      spec_metrics_.record(s.tree.size(), v.accepted(), depth);
-      if (metrics_) metrics_->spec_step(s.tree.size(), v.accepted(), depth);
-      policy_->observe(s.policy, s.tree, v.path);
-    }
-    // Keep the root and the accepted path: their K/V rows move into place.
-    std::vector<int64_t> rows;
-    for (int p : v.path) rows.push_back(len_before + 1 + p);
-    cache_->keep_rows(s.kv, len_before + 1, rows);
-    if (keep_history_) {  // the root's and the accepted path's rows join the history
-      record_rows(s, &c.tokens[0], taps_here, 1);
-      for (int p : v.path) record_rows(s, &c.tokens[size_t(1 + p)], taps_here + size_t(1 + p) * tap_row, 1);
-    }
-    bool more = true;
-    size_t parent_row = 0;  // logits of a token come from its parent's row
-    for (int p : v.path) {
-      more = emit(s, s.tree.tokens[size_t(p)], logits + parent_row * size_t(V));
-      parent_row = size_t(1 + p);
-      if (!more) break;
-    }
-    if (more) more = emit(s, v.next, logits + parent_row * size_t(V));
-    if (!more) continue;
-    s.last = v.next;
-    if (s.proposing) {
-      Proposer::Accepted a{s.kv, {}, nullptr};
-      auto& taps = accepted_taps[i];
-      const size_t aux = proposer_taps_ * size_t(target_.config().hidden);  // the proposer's share of a row
-      auto take = [&](size_t r) { taps.insert(taps.end(), taps_here + r * tap_row, taps_here + r * tap_row + aux); };
-      take(0);
-      for (int p : v.path) {
-        a.tokens.push_back(s.tree.tokens[size_t(p)]);
-        take(size_t(1 + p));
-      }
-      a.tokens.push_back(v.next);
-      a.taps = taps.data();
-      accepted.push_back(std::move(a));
+    if (p.prefill[i] > 0) {
+      row += apply_prefill(s, c, taps, row);
+    } else {
+      apply_decode(s, c, out_.logits.data() + row * V, taps, accepted_taps_[i]);
+      row += c.tokens.size();
     }
   }
-  if (proposer_ && !accepted.empty()) proposer_->accept(accepted);
+  if (proposer_ && !accepted_.empty()) proposer_->accept(accepted_);
   spec_metrics_.verify_seconds += since(t0);
+}
 
+// A prefill chunk's rows (logits from `row` on): taps recorded, prompt log-probabilities, and
+// once the prompt is in, the first token. Returns the logits rows it used.
+size_t EngineCore::apply_prefill(Seq& s, const SeqChunk& c, const float* taps, size_t row) {
+  const int V = target_.config().vocab;
+  const size_t first = s.prefilled, n = c.tokens.size(), row0 = row;
+  s.prefilled += n;
+  if (!taps_.empty()) record_rows(s, c.tokens.data(), taps, n);
+  if (metrics_) metrics_->tokens(int64_t(n), 0);
+  const auto& prompt = s.req->prompt;
+  const bool prefilled = s.prefilled == prompt.size();
+  if (s.req->prompt_logprobs >= 0) {  // row r scores the prompt token after it
+    for (size_t r = 0; r < n && first + r + 1 < prompt.size(); ++r)
+      s.prompt_logprobs.push_back(
+          logprob_of(out_.logits.data() + (row + r) * size_t(V), V, prompt[first + r + 1], s.req->prompt_logprobs));
+    row += n - (prefilled ? 1 : 0);  // the last row is the first sampling row
+    if (prefilled && s.req->on_prompt_logprobs) s.req->on_prompt_logprobs(std::move(s.prompt_logprobs));
+  }
+  if (!prefilled) return row - row0;
+  start_decoding(s, out_.logits.data() + row * size_t(V));
+  return row + 1 - row0;
+}
+
+// The prompt is in: its first token is sampled from the last prompt row's logits.
+void EngineCore::start_decoding(Seq& s, const float* logits) {
+  if (s.req->stop.max_tokens == 0) {
+    s.prompt_only = true;
+    return;
+  }
+  s.last = s.sampler.sample(logits, target_.config().vocab);
+  s.decoding = true;
+  if (!emit(s, s.last, logits)) return;
+  // Penalties and biases change each position's distribution with the tokens before it,
+  // which a draft's verification does not model: such sequences decode without drafts.
+  if (proposer_ && !s.req->sampling.has_logits_processors()) {
+    proposer_->begin(s.kv, s.req->prompt, taps_.empty() ? nullptr : s.prompt_taps.data(), s.last);
+    s.proposing = true;
+  }
+  if (!keep_history_) s.prompt_taps = {};
+}
+
+// A decoding sequence's rows: its tree verified, the root and accepted path kept in the KV cache
+// (their rows move into place), the path and the next token emitted, and what the proposer must
+// fold in queued in accepted_ (its taps copied into `accepted_taps`).
+void EngineCore::apply_decode(Seq& s, const SeqChunk& c, const float* logits, const float* taps,
+                              std::vector<float>& accepted_taps) {
+  const size_t V = size_t(target_.config().vocab), tap_row = taps_.size() * size_t(target_.config().hidden);
+  const int64_t len_before = cache_->length(s.kv) - int64_t(c.tokens.size());
+  const Verdict v = verify_tree(logits, int(V), s.tree, s.sampler);
+  observe_verdict(s, v);
+  std::vector<int64_t> rows;
+  for (int p : v.path) rows.push_back(len_before + 1 + p);
+  cache_->keep_rows(s.kv, len_before + 1, rows);
+  if (keep_history_) {  // the root's and the accepted path's rows join the history
+    record_rows(s, &c.tokens[0], taps, 1);
+    for (int p : v.path) record_rows(s, &c.tokens[size_t(1 + p)], taps + size_t(1 + p) * tap_row, 1);
+  }
+  size_t parent_row = 0;  // logits of a token come from its parent's row
+  for (int p : v.path) {
+    if (!emit(s, s.tree.tokens[size_t(p)], logits + parent_row * V)) return;
+    parent_row = size_t(1 + p);
+  }
+  if (!emit(s, v.next, logits + parent_row * V)) return;
+  s.last = v.next;
+  if (!s.proposing) return;
+  const size_t aux = proposer_taps_ * size_t(target_.config().hidden);  // the proposer's share of a row
+  auto take = [&](size_t r) { accepted_taps.insert(accepted_taps.end(), taps + r * tap_row, taps + r * tap_row + aux); };
+  Proposer::Accepted a{s.kv, {}, nullptr};
+  accepted_taps.clear();
+  take(0);
+  for (int p : v.path) {
+    a.tokens.push_back(s.tree.tokens[size_t(p)]);
+    take(size_t(1 + p));
+  }
+  a.tokens.push_back(v.next);
+  a.taps = accepted_taps.data();
+  accepted_.push_back(std::move(a));
+}
+
+// Acceptance counters and the draft policy's statistics, for a step that had a draft tree.
+void EngineCore::observe_verdict(Seq& s, const Verdict& v) {
+  if (s.tree.empty()) return;
+  const auto depths = s.tree.depths();
+  const int depth = *std::max_element(depths.begin(), depths.end());
+  spec_metrics_.record(s.tree.size(), v.accepted(), depth);
+  if (metrics_) metrics_->spec_step(s.tree.size(), v.accepted(), depth);
+  policy_->observe(s.policy, s.tree, v.path);
+}
+
+// Sequences that stopped, ran out of tokens or filled max_model_len finish and leave.
+void EngineCore::retire_finished() {
   for (auto& sp : running_) {
     Seq& s = *sp;
     const bool full = cache_->length(s.kv) + 1 >= opts_.max_model_len;

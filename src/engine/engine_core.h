@@ -1,9 +1,11 @@
 // The one engine loop every path drives: `generate`, `bench`, `demo`, `regen` and `serve`.
 //
-// step() runs one iteration over every admitted sequence: drafting (one batched proposer call),
-// one target forward holding each decoding sequence's root token and draft tree plus prefill
-// chunks within the token budget, lossless tree verification, KV compaction of the accepted path
-// (target cache; the proposer folds the path into its own state), and token emission through the
+// step() runs one iteration over every admitted sequence in three parts, as vLLM v1 splits its
+// scheduler, model runner and rejection sampler: plan() picks prefill chunks within the token
+// budget and drafts every decoding sequence's tree (one batched proposer call); execute() builds
+// one target forward holding each decoding sequence's root token and draft tree plus the prefill
+// chunks, and runs it; apply() verifies each tree losslessly, compacts the KV cache to the
+// accepted path (the proposer folds the path into its own state) and emits tokens through the
 // request's callbacks. It is synchronous: the server's scheduler thread only admits requests and
 // calls step(); the single-request helpers in engine/generator.h do the same on the caller's
 // thread. Greedy output is the same alone, batched, with or without drafts (the kernels are
@@ -19,6 +21,8 @@
 #include "speculation/spec_setup.h"
 
 namespace eaglet {
+
+struct Verdict;
 
 struct EngineOptions {
   int max_num_seqs = 16;
@@ -63,13 +67,26 @@ class EngineCore {
 
  private:
   struct Seq;
+  struct StepPlan;
   void size_kv_cache();
   void finish(Seq& s, const std::string& reason);
   bool emit(Seq& s, int token, const float* logits_row);
   // Rows the target just ran for `s` (tokens with their taps): into its prompt or history taps.
   void record_rows(Seq& s, const int* tokens, const float* taps, size_t n);
   void deliver_capture(Seq& s);
+
+  // The parts of step(), in order.
+  void drop_cancelled();
+  StepPlan plan();
   void draft(const std::vector<Seq*>& all_decoding, int fixed_tokens);
+  void execute(const StepPlan& plan);
+  void fill_chunk(const Seq& s, size_t prefill_tokens, SeqChunk& c) const;
+  void apply(const StepPlan& plan);
+  size_t apply_prefill(Seq& s, const SeqChunk& c, const float* taps, size_t row);
+  void start_decoding(Seq& s, const float* logits);
+  void apply_decode(Seq& s, const SeqChunk& c, const float* logits, const float* taps, std::vector<float>& accepted_taps);
+  void observe_verdict(Seq& s, const Verdict& v);
+  void retire_finished();
 
   ThreadPool& pool_;
   Model& target_;
@@ -90,6 +107,11 @@ class EngineCore {
   std::vector<std::unique_ptr<Seq>> running_;
   int64_t reserved_blocks_ = 0;
   SpecMetrics spec_metrics_;
+  // Per-step buffers, reused so a step allocates only what grows.
+  ForwardBatch batch_;
+  ForwardOutput out_;
+  std::vector<Proposer::Accepted> accepted_;
+  std::vector<std::vector<float>> accepted_taps_;  // the taps each accepted_ entry points into
 };
 
 }  // namespace eaglet

@@ -5,6 +5,7 @@
 
 #include "core/error.h"
 #include "engine/generator.h"
+#include "sampling/sampler.h"
 
 namespace eaglet {
 
@@ -34,10 +35,7 @@ PerplexityResult perplexity(ThreadPool& pool, Model& model, const std::vector<in
     for (int64_t j = 0; j < out.num_logit_rows; ++j) {
       const float* row = out.logits.data() + j * V;
       const int next = tokens[start + size_t(first + j)];
-      const float mx = *std::max_element(row, row + V);
-      double z = 0;
-      for (int v = 0; v < V; ++v) z += std::exp(double(row[v]) - mx);
-      r.nll_sum += std::log(z) + mx - double(row[next]);
+      r.nll_sum += log_partition(row, V) - double(row[next]);
     }
     r.scored += out.num_logit_rows;
     ++r.windows;

@@ -25,6 +25,13 @@ int argmax(const float* logits, int n) {
   return best;
 }
 
+double log_partition(const float* logits, int n) {
+  const double mx = *std::max_element(logits, logits + n);
+  double z = 0;
+  for (int i = 0; i < n; ++i) z += std::exp(double(logits[i]) - mx);
+  return std::log(z) + mx;
+}
+
 void target_probs(const float* logits, int n, const SamplingParams& p, std::vector<float>* probs) {
   probs->assign(size_t(n), 0.0f);
   if (p.greedy()) {

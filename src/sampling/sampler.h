@@ -33,6 +33,10 @@ void validate(const SamplingParams& p);
 
 int argmax(const float* logits, int n);
 
+// log(sum(exp(logits))), in double after subtracting the maximum: a token's log-probability is its
+// logit minus this (log-probs in responses, perplexity).
+double log_partition(const float* logits, int n);
+
 // The distribution sampling draws from (fp32): softmax(logits / T) with top-k, top-p and min-p
 // masks applied and renormalised. Greedy params give a one-hot on the argmax.
 void target_probs(const float* logits, int n, const SamplingParams& p, std::vector<float>* probs);
