@@ -9,6 +9,7 @@
 
 #include "core/error.h"
 #include "engine/engine_core.h"
+#include "engine/offline.h"
 #include "engine/generator.h"
 #include "engine/model_bundle.h"
 #include "speculation/cost_model.h"
@@ -105,10 +106,10 @@ struct Fixture {
     for (int i = 0; i < 9; ++i) {
       prompts.push_back(b.tokenizer.encode("prompt " + std::to_string(i) + std::string(size_t(i), 'x')));
       max_tokens.push_back(20 + 5 * i);
-      GenerationRequest r;
-      r.prompt_ids = prompts.back();
-      r.stop.max_tokens = max_tokens.back();
-      r.stop.ignore_eos = true;
+      auto r = std::make_shared<Request>();
+      r->prompt = prompts.back();
+      r->stop.max_tokens = max_tokens.back();
+      r->stop.ignore_eos = true;
       oracle_answers()[prompts.back()] = generate(test::pool(), *b.model, b.tokenizer, r).token_ids;
     }
   }
@@ -116,33 +117,25 @@ struct Fixture {
 
 // Runs every prompt through one engine with up to `batch` sequences at a time.
 std::vector<std::vector<int>> run_batched(Fixture& f, const SpecSetup& spec, int batch, SpecMetrics* m) {
-  EngineOptions o;
-  o.max_num_seqs = batch;
-  o.max_model_len = 256;
-  o.kv_blocks = batch * kv_blocks_for(256 + spec.max_step_tokens());
-  o.prefill_chunk = 7;  // several steps of prefill, mixed with other sequences' verification
-  EngineCore engine(test::pool(), *f.b.model, f.b.tokenizer, spec, o);
+  // Several steps of prefill (7 tokens a step), mixed with other sequences' verification.
+  OfflineEngine engine(test::pool(), *f.b.model, f.b.tokenizer, &spec, 255, batch, /*prefill_chunk=*/7);
   std::vector<std::vector<int>> out(f.prompts.size());
   std::vector<bool> done(f.prompts.size(), false);
-  size_t next = 0;
-  while (next < f.prompts.size() || engine.has_work()) {
-    while (next < f.prompts.size()) {
-      auto r = std::make_shared<Request>();
-      r->prompt = f.prompts[next];
-      r->stop.max_tokens = f.max_tokens[next];
-      r->stop.ignore_eos = true;
-      const size_t i = next;
-      r->on_output = [&out, i](const std::string&, const std::vector<TokenLogprob>& t) {
-        for (auto& x : t) out[i].push_back(x.token);
-      };
-      r->on_finish = [&done, i](const std::string&, int) { done[i] = true; };
-      if (!engine.try_add(r)) break;
-      ++next;
-    }
-    engine.step();
+  std::vector<std::shared_ptr<Request>> requests;
+  for (size_t i = 0; i < f.prompts.size(); ++i) {
+    auto r = std::make_shared<Request>();
+    r->prompt = f.prompts[i];
+    r->stop.max_tokens = f.max_tokens[i];
+    r->stop.ignore_eos = true;
+    r->on_output = [&out, i](const std::string&, const std::vector<TokenLogprob>& t) {
+      for (auto& x : t) out[i].push_back(x.token);
+    };
+    r->on_finish = [&done, i](const std::string&, int) { done[i] = true; };
+    requests.push_back(std::move(r));
   }
+  engine.run_all(requests);
   for (bool d : done) EXPECT_TRUE(d);
-  *m = engine.spec_metrics();
+  *m = engine.core().spec_metrics();
   return out;
 }
 

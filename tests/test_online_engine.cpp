@@ -73,11 +73,11 @@ std::shared_ptr<Request> request(const std::vector<int>& prompt, int max_tokens,
 }
 
 std::vector<int> plain_greedy(Rig& s, const std::vector<int>& prompt, int max_tokens) {
-  GenerationRequest g;
-  g.prompt_ids = prompt;
-  g.sampling.temperature = 0;
-  g.stop.max_tokens = max_tokens;
-  g.stop.ignore_eos = true;
+  auto g = std::make_shared<Request>();
+  g->prompt = prompt;
+  g->sampling.temperature = 0;
+  g->stop.max_tokens = max_tokens;
+  g->stop.ignore_eos = true;
   return generate(test::pool(), *s.bundle.model, s.bundle.tokenizer, g).token_ids;
 }
 

@@ -235,11 +235,11 @@ TEST(SpeculativeSampling, GeneratedTokensFollowTheTarget) {
     std::vector<int> counts(size_t(V * V));
     const int n = 4000;
     for (int i = 0; i < n; ++i) {
-      GenerationRequest req;
-      req.prompt_ids = prompt;
-      req.sampling = sp;
-      req.sampling.seed = uint64_t(i) * 7919 + 13;
-      req.stop.max_tokens = 4;
+      auto req = std::make_shared<Request>();
+      req->prompt = prompt;
+      req->sampling = sp;
+      req->sampling.seed = uint64_t(i) * 7919 + 13;
+      req->stop.max_tokens = 4;
       auto r = generate(test::pool(), *target, tok, req, &setup);
       ASSERT_GE(r.token_ids.size(), 2u);
       ++counts[size_t(r.token_ids[0] * V + r.token_ids[1])];

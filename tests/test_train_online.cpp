@@ -12,6 +12,7 @@
 
 #include "engine/engine_core.h"
 #include "engine/generator.h"
+#include "engine/offline.h"
 #include "engine/model_bundle.h"
 #include "models/eagle3.h"
 #include "support/server_process.h"
@@ -45,20 +46,18 @@ struct Rig {
   }
   // Serves `n` greedy requests through an engine that captures them into `sink`.
   void serve(SampleSink* sink, int n, int tokens = 40) {
-    EngineOptions eo;
-    eo.max_num_seqs = 8;
-    eo.max_model_len = 256;
-    EngineCore e(test::pool(), *bundle.model, bundle.tokenizer, *spec, eo);
-    e.capture({sink, 1.0, 2048, 0});
+    OfflineEngine e(test::pool(), *bundle.model, bundle.tokenizer, spec.get(), 4 + tokens, 8);
+    e.core().capture({sink, 1.0, 2048, 0});
+    std::vector<std::shared_ptr<Request>> requests;
     for (int i = 0; i < n; ++i) {
       auto r = std::make_shared<Request>();
       r->prompt = {1, 65 + i % 26, 97 + (i * 7) % 26, 32};
       r->sampling.temperature = 0;
       r->stop.max_tokens = tokens;
       r->stop.ignore_eos = true;
-      while (!e.try_add(r)) e.step();
+      requests.push_back(std::move(r));
     }
-    while (e.has_work()) e.step();
+    e.run_all(requests);
   }
   OnlineTrainOptions options(const std::string& out) const {
     OnlineTrainOptions o;
@@ -182,10 +181,10 @@ TEST(OnlineServe, TrainsSwapsAndRollsBackWhileServingExactly) {
   httplib::Client c("127.0.0.1", s.port());
   c.set_read_timeout(std::chrono::seconds(60));
   const httplib::Headers auth = {{"Authorization", "Bearer k"}};
-  GenerationRequest g;
-  g.sampling.temperature = 0;
-  g.stop.max_tokens = 32;
-  g.stop.ignore_eos = true;
+  auto g = std::make_shared<Request>();
+  g->sampling.temperature = 0;
+  g->stop.max_tokens = 32;
+  g->stop.ignore_eos = true;
   std::string metrics;
   // Until a version has been swapped in (a loaded machine trains slower), within a deadline.
   const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(120);
@@ -195,7 +194,7 @@ TEST(OnlineServe, TrainsSwapsAndRollsBackWhileServingExactly) {
     auto res = c.Post("/v1/completions", auth, body.dump(), "application/json");
     ASSERT_TRUE(res && res->status == 200) << (res ? res->body : "no answer");
     if (i % 40 == 0) {  // the served text is plain greedy decoding's, whatever draft served it
-      g.prompt_ids = r.bundle.tokenizer.encode(prompt, true);
+      g->prompt = r.bundle.tokenizer.encode(prompt, true);
       const std::string want = generate(test::pool(), *r.bundle.model, r.bundle.tokenizer, g).text;
       EXPECT_EQ(json::parse(res->body)["choices"][0]["text"], want) << i;
     }

@@ -56,11 +56,11 @@ struct Pair {
   }
   // What plain greedy decoding gives for `prompt` (32 tokens, EOS ignored).
   std::string greedy(const std::string& prompt) {
-    GenerationRequest g;
-    g.sampling.temperature = 0;
-    g.stop.max_tokens = 32;
-    g.stop.ignore_eos = true;
-    g.prompt_ids = bundle.tokenizer.encode(prompt, true);
+    auto g = std::make_shared<Request>();
+    g->sampling.temperature = 0;
+    g->stop.max_tokens = 32;
+    g->stop.ignore_eos = true;
+    g->prompt = bundle.tokenizer.encode(prompt, true);
     return generate(test::pool(), *bundle.model, bundle.tokenizer, g).text;
   }
 };

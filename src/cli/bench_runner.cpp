@@ -6,7 +6,7 @@
 #include "cli/report.h"
 #include "core/thread_pool.h"
 #include "engine/generator.h"
-#include "engine/engine_core.h"
+#include "engine/offline.h"
 
 namespace eaglet::cli {
 
@@ -69,23 +69,17 @@ RunTotals run_prompts(ThreadPool& pool, ModelBundle& b, const std::vector<std::v
   RunTotals t;
   // One engine for all prompts, as a server at concurrency 1: the draft policy's acceptance
   // statistics carry over from prompt to prompt.
-  std::unique_ptr<SpecSetup> none;
-  if (!spec) spec = (none = std::make_unique<SpecSetup>(SpecOptions{}, *b.model)).get();
   int64_t longest = 0;
   for (auto& ids : prompts) longest = std::max<int64_t>(longest, int64_t(ids.size()) + max_tokens);
-  EngineOptions o;
-  o.max_num_seqs = 1;
-  o.max_model_len = int(std::min<int64_t>(longest + 1, b.model->config().max_position));
-  o.kv_blocks = kv_blocks_for(o.max_model_len + spec->max_step_tokens());
-  EngineCore engine(pool, *b.model, b.tokenizer, *spec, o);
+  OfflineEngine engine(pool, *b.model, b.tokenizer, spec, longest);
   for (auto& ids : prompts) {
-    GenerationRequest req;
-    req.prompt_ids = ids;
-    req.sampling = sampling;
-    req.stop.max_tokens = max_tokens;
-    req.stop.stop_tokens = b.eos_ids;
-    req.stop.ignore_eos = ignore_eos;
-    const GenerationResult r = run_request(engine, req);
+    auto req = std::make_shared<Request>();
+    req->prompt = ids;
+    req->sampling = sampling;
+    req->stop.max_tokens = max_tokens;
+    req->stop.stop_tokens = b.eos_ids;
+    req->stop.ignore_eos = ignore_eos;
+    const GenerationResult r = engine.run(req);
     t.tokens += std::max<int64_t>(0, r.stats.generated_tokens - 1);
     t.seconds += r.stats.decode_seconds;
     t.inter_token_seconds.insert(t.inter_token_seconds.end(), r.stats.inter_token_seconds.begin(),
@@ -93,7 +87,7 @@ RunTotals run_prompts(ThreadPool& pool, ModelBundle& b, const std::vector<std::v
     t.outputs.push_back(r.token_ids);
     if (after_prompt) after_prompt(r.stats.decode_seconds);
   }
-  t.spec = engine.spec_metrics();
+  t.spec = engine.core().spec_metrics();
   return t;
 }
 

@@ -49,16 +49,16 @@ void run_generate(const GenerateOptions& o) {
   spdlog::info("model: {}", b.label());
   SpecSetup spec(o.spec, *b.model);
   spdlog::info("speculation: {}", spec.describe());
-  GenerationRequest req;
-  req.prompt_ids = prompt_ids(o, b);
-  req.sampling = o.sampling;
-  req.stop.max_tokens = o.max_tokens;
-  req.stop.stop_tokens = b.eos_ids;
-  req.stop.stop_strings = o.stop;
-  req.stop.ignore_eos = o.ignore_eos;
+  auto req = std::make_shared<Request>();
+  req->prompt = prompt_ids(o, b);
+  req->sampling = o.sampling;
+  req->stop.max_tokens = o.max_tokens;
+  req->stop.stop_tokens = b.eos_ids;
+  req->stop.stop_strings = o.stop;
+  req->stop.ignore_eos = o.ignore_eos;
   if (!o.json) {
     if (!o.chat) std::fputs(o.prompt.c_str(), stdout);  // a chat reply stands alone
-    req.on_text = [](const std::string& s) {
+    req->on_output = [](const std::string& s, const std::vector<TokenLogprob>&) {
       std::fputs(s.c_str(), stdout);
       std::fflush(stdout);
     };

@@ -3,7 +3,7 @@
 #include <chrono>
 
 #include "core/error.h"
-#include "engine/engine_core.h"
+#include "engine/offline.h"
 
 namespace eaglet {
 
@@ -11,19 +11,30 @@ double monotonic_seconds() {
   return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
 }
 
-GenerationResult run_request(EngineCore& engine, const GenerationRequest& req) {
-  validate(req.sampling);
-  EAGLET_CHECK(!req.prompt_ids.empty(), "empty prompt");
-  if (int64_t(req.prompt_ids.size()) >= engine.options().max_model_len)
-    fail("prompt of {} tokens does not fit the model's context of {} tokens", req.prompt_ids.size(),
+namespace {
+// Puts a request's own callbacks back when run_request returns (or throws): a caller may run the
+// same request again.
+struct KeepCallbacks {
+  Request& r;
+  decltype(Request::on_output) on_output = r.on_output;
+  decltype(Request::on_finish) on_finish = r.on_finish;
+  ~KeepCallbacks() {
+    r.on_output = std::move(on_output);
+    r.on_finish = std::move(on_finish);
+  }
+};
+}  // namespace
+
+GenerationResult run_request(EngineCore& engine, const std::shared_ptr<Request>& r) {
+  validate(r->sampling);
+  EAGLET_CHECK(!r->prompt.empty(), "empty prompt");
+  if (int64_t(r->prompt.size()) >= engine.options().max_model_len)
+    fail("prompt of {} tokens does not fit the model's context of {} tokens", r->prompt.size(),
          engine.options().max_model_len);
   GenerationResult res;
-  res.prompt_ids = req.prompt_ids;
-  res.stats.prompt_tokens = int64_t(req.prompt_ids.size());
-  auto r = std::make_shared<Request>();
-  r->prompt = req.prompt_ids;
-  r->sampling = req.sampling;
-  r->stop = req.stop;
+  res.prompt_ids = r->prompt;
+  res.stats.prompt_tokens = int64_t(r->prompt.size());
+  const KeepCallbacks own{*r};
   const double start = monotonic_seconds();
   double first = 0, last = 0;
   r->on_output = [&](const std::string& text, const std::vector<TokenLogprob>& tokens) {
@@ -35,12 +46,13 @@ GenerationResult run_request(EngineCore& engine, const GenerationRequest& req) {
       res.token_ids.push_back(t.token);
     }
     res.text += text;
-    if (req.on_text && !text.empty()) req.on_text(text);
+    if (own.on_output) own.on_output(text, tokens);
   };
   bool done = false;
-  r->on_finish = [&](const std::string& reason, int) {
+  r->on_finish = [&](const std::string& reason, int completion_tokens) {
     res.finish_reason = reason;
     done = true;
+    if (own.on_finish) own.on_finish(reason, completion_tokens);
   };
   EAGLET_CHECK(engine.try_add(r), "the engine has no room for the request");
   while (!done) engine.step();
@@ -52,20 +64,11 @@ GenerationResult run_request(EngineCore& engine, const GenerationRequest& req) {
   return res;
 }
 
-GenerationResult generate(ThreadPool& pool, Model& model, const Tokenizer& tok, const GenerationRequest& req, const SpecSetup* spec,
-                          SpecMetrics* metrics) {
-  std::unique_ptr<SpecSetup> none;
-  if (!spec) spec = (none = std::make_unique<SpecSetup>(SpecOptions{}, model)).get();
-  EngineOptions o;
-  o.max_num_seqs = 1;
-  o.prefill_chunk = req.prefill_chunk;
-  const int64_t tokens =
-      std::min<int64_t>(int64_t(req.prompt_ids.size()) + req.stop.max_tokens, model.config().max_position);
-  o.max_model_len = int(std::min<int64_t>(tokens + 1, model.config().max_position));
-  o.kv_blocks = kv_blocks_for(o.max_model_len + spec->max_step_tokens());
-  EngineCore engine(pool, model, tok, *spec, o);
-  GenerationResult res = run_request(engine, req);
-  if (metrics) metrics->merge(engine.spec_metrics());
+GenerationResult generate(ThreadPool& pool, Model& model, const Tokenizer& tok, const std::shared_ptr<Request>& req,
+                          const SpecSetup* spec, SpecMetrics* metrics) {
+  OfflineEngine engine(pool, model, tok, spec, int64_t(req->prompt.size()) + req->stop.max_tokens);
+  GenerationResult res = engine.run(req);
+  if (metrics) metrics->merge(engine.core().spec_metrics());
   return res;
 }
 

@@ -3,10 +3,12 @@
 // and beat), speculative decoding with one. Also the chunked prefill helper the tools share.
 #pragma once
 #include <functional>
+#include <memory>
 #include <string>
 #include <vector>
 
 #include "engine/output_tracker.h"
+#include "engine/request.h"
 #include "sampling/sampler.h"
 #include "models/model.h"
 #include "models/prefill.h"
@@ -32,23 +34,16 @@ struct GenerationResult {
   GenerationStats stats;
 };
 
-struct GenerationRequest {
-  std::vector<int> prompt_ids;
-  SamplingParams sampling;
-  StopConditions stop;
-  int prefill_chunk = 512;
-  std::function<void(const std::string&)> on_text;  // streamed text deltas
-};
-
 class EngineCore;
 class SpecSetup;
 struct SpecMetrics;
 
-// Runs `req` on an idle engine until it finishes.
-GenerationResult run_request(EngineCore& engine, const GenerationRequest& req);
-// An engine on `pool` sized for this one request (speculative with `spec` when enabled);
-// `metrics` (optional) receives the speculation counters.
-GenerationResult generate(ThreadPool& pool, Model& model, const Tokenizer& tok, const GenerationRequest& req,
+// Runs `req` on an idle engine until it finishes, collecting what it generated; the request's own
+// callbacks (streaming text, say) are called as well.
+GenerationResult run_request(EngineCore& engine, const std::shared_ptr<Request>& req);
+// `req` on an engine on `pool` sized for it alone (engine/offline.h; speculative with `spec` when
+// enabled); `metrics` (optional) receives the speculation counters.
+GenerationResult generate(ThreadPool& pool, Model& model, const Tokenizer& tok, const std::shared_ptr<Request>& req,
                           const SpecSetup* spec = nullptr, SpecMetrics* metrics = nullptr);
 
 // Seconds on a monotonic clock, for the stats above.

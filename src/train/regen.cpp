@@ -9,7 +9,7 @@
 #include <set>
 
 #include "core/error.h"
-#include "engine/engine_core.h"
+#include "engine/offline.h"
 #include "engine/generator.h"
 #include "sampling/sampler.h"
 #include "io/mapped_file.h"
@@ -50,56 +50,34 @@ struct Job {
 };
 
 // Continues every job's prompt by up to `max_new` tokens (EOS ends early), `batch` sequences at a
-// time on the engine core; `done(key, generated)` is called as each finishes.
+// time on the engine core; `done(key, generated)` is called as each finishes, in admission order
+// within a step.
 void continue_batched(ThreadPool& pool, Model& target, const Tokenizer& tok, const std::vector<int>& eos, std::vector<Job> jobs,
                       const RegenOptions& o, const std::function<void(int64_t, const std::vector<int>&)>& done) {
   const int max_pos = target.config().max_position;
-  // Room for the longest job, not for the model's whole context (which configs put in the millions).
-  int64_t longest = 1;
-  for (auto& j : jobs) longest = std::max<int64_t>(longest, int64_t(j.prompt.size()) + o.max_new_tokens + 1);
-  const SpecSetup plain(SpecOptions{}, target);
-  EngineOptions eo;
-  eo.max_num_seqs = o.batch;
-  eo.max_model_len = int(std::min<int64_t>(longest, max_pos));
-  eo.kv_blocks = int64_t(o.batch) * kv_blocks_for(eo.max_model_len + 1);
-  EngineCore engine(pool, target, tok, plain, eo);
-  struct Live {
-    int64_t key;
-    std::vector<int> out;
-    bool finished = false;
-  };
-  std::vector<std::unique_ptr<Live>> live;
-  size_t next = 0;
-  while (next < jobs.size() || engine.has_work()) {
-    while (next < jobs.size()) {
-      Job& j = jobs[next];
-      if (int(j.prompt.size()) + o.max_new_tokens >= max_pos) j.prompt.resize(size_t(std::max(1, max_pos - o.max_new_tokens - 1)));
-      auto r = std::make_shared<Request>();
-      r->prompt = j.prompt;
-      r->sampling.temperature = o.temperature;
-      r->sampling.seed = j.seed;
-      r->stop.max_tokens = o.max_new_tokens;
-      r->stop.stop_tokens = eos;
-      auto l = std::make_unique<Live>(Live{j.key, {}});
-      Live* lp = l.get();
-      r->on_output = [lp](const std::string&, const std::vector<TokenLogprob>& toks) {
-        for (auto& t : toks) lp->out.push_back(t.token);
-      };
-      r->on_finish = [lp](const std::string&, int) { lp->finished = true; };
-      if (!engine.try_add(r)) break;
-      live.push_back(std::move(l));
-      ++next;
-    }
-    engine.step();
-    for (auto& l : live) {
-      if (!l || !l->finished) continue;
+  int64_t longest = 0;
+  std::vector<std::shared_ptr<Request>> requests;
+  for (Job& j : jobs) {
+    if (int(j.prompt.size()) + o.max_new_tokens >= max_pos) j.prompt.resize(size_t(std::max(1, max_pos - o.max_new_tokens - 1)));
+    longest = std::max<int64_t>(longest, int64_t(j.prompt.size()) + o.max_new_tokens);
+    auto r = std::make_shared<Request>();
+    r->prompt = j.prompt;
+    r->sampling.temperature = o.temperature;
+    r->sampling.seed = j.seed;
+    r->stop.max_tokens = o.max_new_tokens;
+    r->stop.stop_tokens = eos;
+    auto out = std::make_shared<std::vector<int>>();
+    r->on_output = [out](const std::string&, const std::vector<TokenLogprob>& toks) {
+      for (auto& t : toks) out->push_back(t.token);
+    };
+    r->on_finish = [out, key = j.key, &eos, &done](const std::string&, int) {
       // The EOS that ended a continuation is not part of it.
-      if (!l->out.empty() && std::find(eos.begin(), eos.end(), l->out.back()) != eos.end()) l->out.pop_back();
-      done(l->key, l->out);
-      l.reset();
-    }
-    live.erase(std::remove(live.begin(), live.end(), nullptr), live.end());
+      if (!out->empty() && std::find(eos.begin(), eos.end(), out->back()) != eos.end()) out->pop_back();
+      done(key, *out);
+    };
+    requests.push_back(std::move(r));
   }
+  OfflineEngine(pool, target, tok, nullptr, longest, o.batch).run_all(requests);
 }
 
 uint64_t seed_for(const RegenOptions& o, int64_t index, int64_t turn = 0) {

@@ -29,10 +29,10 @@ int64_t expect_greedy_equal(Model& target, const Tokenizer& tok, const std::vect
                             const std::vector<std::string>& shapes) {
   std::vector<GenerationResult> plain;
   for (auto& p : prompts) {
-    GenerationRequest r;
-    r.prompt_ids = p;
-    r.stop.max_tokens = max_tokens;
-    r.stop.stop_tokens = eos;
+    auto r = std::make_shared<Request>();
+    r->prompt = p;
+    r->stop.max_tokens = max_tokens;
+    r->stop.stop_tokens = eos;
     plain.push_back(generate(test::pool(), target, tok, r));
   }
   int64_t accepted = 0;
@@ -40,10 +40,10 @@ int64_t expect_greedy_equal(Model& target, const Tokenizer& tok, const std::vect
     const SpecSetup setup(with_shape(spec, shape), target);
     SpecMetrics m;
     for (size_t p = 0; p < prompts.size(); ++p) {
-      GenerationRequest r;
-      r.prompt_ids = prompts[p];
-      r.stop.max_tokens = max_tokens;
-      r.stop.stop_tokens = eos;
+      auto r = std::make_shared<Request>();
+      r->prompt = prompts[p];
+      r->stop.max_tokens = max_tokens;
+      r->stop.stop_tokens = eos;
       const auto out = generate(test::pool(), target, tok, r, &setup, &m);
       EXPECT_EQ(out.token_ids, plain[p].token_ids) << setup.describe() << ", prompt " << p;
       EXPECT_EQ(out.finish_reason, plain[p].finish_reason) << setup.describe() << ", prompt " << p;
