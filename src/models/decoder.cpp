@@ -54,8 +54,8 @@ void DecoderModel::load_weights() {
   spec.o_bias = opts_.o_bias;
   spec.qk_norm = opts_.qk_norm;
   for (int l = 0; l < cfg_.num_layers; ++l) {
-    layers_[size_t(l)] = read_hf_layer(
-        "model.layers." + std::to_string(l) + ".", spec,
+    layers_[size_t(l)] = read_layer(
+        "model.layers." + std::to_string(l) + ".", spec, Naming::HuggingFace,
         [&](const std::string& n, int64_t rows, int64_t cols) { return weights_.matrix(n, rows, cols); },
         [&](const std::string& n, int64_t len) { return weights_.vector(n, len); });
     cfg_.dtype_name = dtype_name(layers_[size_t(l)].q.dtype);

@@ -6,6 +6,7 @@
 #include <cstring>
 
 #include "core/error.h"
+#include "models/eagle3_schema.h"
 #include "models/model.h"
 
 namespace eaglet {
@@ -17,17 +18,18 @@ std::unique_ptr<Eagle3Draft> Eagle3Draft::load(const std::string& path, const Mo
   JsonConfig cfg = JsonConfig::load(dir + "/config.json");
   Eagle3Config c = parse_eagle3_config(cfg, target.config().num_layers, opts);
   auto ckpt = std::make_shared<Checkpoint>(Checkpoint::open_dir(dir));
-  // vLLM renames midlayer.* (EAGLE, SpecForge, TorchSpec) to layers.0.*; later layers are layers.i.*.
-  c.key_prefix = ckpt->has("midlayer.self_attn.q_proj.weight") ? "midlayer." : "layers.0.";
-  if (!ckpt->has(c.key_prefix + "self_attn.q_proj.weight"))
-    fail("{}: missing tensor 'midlayer.self_attn.q_proj.weight' (or 'layers.0.self_attn.q_proj.weight')", dir);
+  c.key_prefix = eagle3::first_layer_prefix([&](const std::string& n) { return ckpt->has(n); });
+  if (c.key_prefix.empty()) {
+    const char* q = layer_tensor_name(LayerTensor::Q, Naming::HuggingFace);
+    fail("{}: missing tensor '{}{}' (or '{}{}')", dir, eagle3::kMidlayer, q, eagle3::kLayer0, q);
+  }
   auto draft = std::make_unique<Eagle3Draft>(c, Rope::from_config(eagle3_layer_config(cfg), c.head_dim),
                                              WeightStore(ckpt), target);
   // A tensor the resolved flavour never reads means a flavour eaglet does not know (a second
   // layer, an MLA projection, ...): running without it would be silently wrong.
   std::vector<std::string> unused;
   for (const std::string& n : ckpt->names())
-    if (!draft->used_.count(n) && n != "t2d") unused.push_back(n);  // t2d: a mask vLLM does not read either
+    if (!draft->used_.count(n) && n != eagle3::spec(eagle3::Tensor::T2d).hf) unused.push_back(n);  // t2d: a mask vLLM does not read either
   if (!unused.empty()) {
     const std::string msg = fmt::format("{}: tensor '{}'{} is not used by this draft's flavour ({})", dir, unused[0],
                                         unused.size() > 1 ? fmt::format(" (and {} more)", unused.size() - 1) : "",
@@ -59,8 +61,9 @@ Eagle3Draft::Eagle3Draft(Eagle3Config cfg, Rope rope, WeightStore weights, const
     return weights_.vector(name, n);
   };
   src.d2t = [&](int64_t n) {
-    used_.insert("d2t");
-    const TensorInfo& t = weights_.checkpoint().get("d2t", {n}, {DType::I64});
+    const char* name = eagle3::spec(eagle3::Tensor::D2t).hf;
+    used_.insert(name);
+    const TensorInfo& t = weights_.checkpoint().get(name, {n}, {DType::I64});
     const auto* p = reinterpret_cast<const int64_t*>(t.data);
     return std::vector<int64_t>(p, p + n);
   };
@@ -68,53 +71,62 @@ Eagle3Draft::Eagle3Draft(Eagle3Config cfg, Rope rope, WeightStore weights, const
 }
 
 void Eagle3Draft::load_weights(const Eagle3TensorSource& src) {
+  using eagle3::Tensor;
   const auto& tc = target_.config();
-  const int64_t H = cfg_.hidden, Ht = cfg_.target_hidden, I = cfg_.intermediate, hd = cfg_.head_dim;
-  const int64_t qd = cfg_.num_heads * hd, kvd = cfg_.num_kv_heads * hd;
   const std::string& where = src.where;
   EAGLET_CHECK(cfg_.vocab == tc.vocab, "{}: draft vocab_size {} differs from the target's {}", where, cfg_.vocab, tc.vocab);
-  EAGLET_CHECK(Ht == tc.hidden, "{}: draft target_hidden_size {} differs from the target's hidden size {}", where, Ht,
-               tc.hidden);
-  fc_ = src.matrix("fc.weight", H, 3 * Ht);
-  HfLayerSpec spec;
-  spec.hidden = H;
-  spec.intermediate = I;
-  spec.head_dim = hd;
-  spec.q_dim = qd;
-  spec.kv_dim = kvd;
-  spec.qkv_bias = cfg_.attention_bias;
-  // vLLM's Llama layer has an o_proj bias with attention_bias; its Qwen3 layer never does.
-  spec.o_bias = cfg_.attention_bias && cfg_.layer == Eagle3Layer::Llama;
-  spec.qk_norm = cfg_.layer == Eagle3Layer::Qwen3;
+  EAGLET_CHECK(cfg_.target_hidden == tc.hidden, "{}: draft target_hidden_size {} differs from the target's hidden size {}",
+               where, cfg_.target_hidden, tc.hidden);
+  const eagle3::Dims d = eagle3::dims(cfg_);
+  auto vec = [&](Tensor t) { return src.vector(eagle3::spec(t).hf, eagle3::shape(t, d)[0]); };
+  const auto fc = eagle3::shape(Tensor::Fc, d);
+  fc_ = src.matrix(eagle3::spec(Tensor::Fc).hf, fc[0], fc[1]);
+  load_layers(src, d);
+  norm_ = vec(Tensor::Norm);
+  if (cfg_.norm_before_fc) input_norm_ = vec(Tensor::InputNorm);
+  if (cfg_.fc_norm)
+    for (int i = 0; i < 3; ++i) fc_norms_[i] = vec(Tensor(int(Tensor::FcNorm0) + i));
+  load_vocab(src, d);
+}
+
+void Eagle3Draft::load_layers(const Eagle3TensorSource& src, const eagle3::Dims& d) {
+  const std::string hidden_norm = eagle3::spec(eagle3::Tensor::HiddenNorm).hf;
+  const int64_t H = d.layer.hidden;
+  HfLayerSpec spec = d.layer;
   for (int i = 0; i < cfg_.num_layers; ++i) {
-    const std::string p = i == 0 ? cfg_.key_prefix : "layers." + std::to_string(i) + ".";
+    const std::string p = eagle3::layer_prefix(i, cfg_.key_prefix);
     spec.in_width = i == 0 ? 2 * H : H;
-    layers_.push_back(read_hf_layer(p, spec, src.matrix, src.vector));
-    if (i == 0) hidden_norm_ = src.vector(p + "hidden_norm.weight", H);
+    layers_.push_back(read_layer(p, spec, Naming::HuggingFace, src.matrix, src.vector));
+    if (i == 0) hidden_norm_ = src.vector(p + hidden_norm, H);
     // vLLM builds a hidden_norm in every layer but only the first applies it: a later layer's is
     // read (so strict loading accepts it) and never used.
-    else if (src.has(p + "hidden_norm.weight")) src.vector(p + "hidden_norm.weight", H);
+    else if (src.has(p + hidden_norm)) src.vector(p + hidden_norm, H);
   }
-  norm_ = src.vector("norm.weight", H);
-  if (cfg_.norm_before_fc) input_norm_ = src.vector("input_norm.weight", 3 * Ht);
-  if (cfg_.fc_norm)
-    for (int i = 0; i < 3; ++i) fc_norms_[i] = src.vector("fc_norm." + std::to_string(i) + ".weight", Ht);
-  if (src.has("lm_head.weight")) {
-    lm_head_ = src.matrix("lm_head.weight", cfg_.draft_vocab, H);
+}
+
+// The output head, the embedding (each the draft's own or the target's) and the vocabulary map.
+void Eagle3Draft::load_vocab(const Eagle3TensorSource& src, const eagle3::Dims& d) {
+  using eagle3::Tensor;
+  const auto& tc = target_.config();
+  const std::string& where = src.where;
+  const int64_t H = d.layer.hidden;
+  const std::string head = eagle3::spec(Tensor::LmHead).hf, embed = eagle3::spec(Tensor::Embed).hf;
+  if (src.has(head)) {
+    lm_head_ = src.matrix(head, cfg_.draft_vocab, H);
   } else {
     EAGLET_CHECK(cfg_.draft_vocab == tc.vocab && H == tc.hidden,
-                 "{}: missing tensor 'lm_head.weight' and the target's lm_head [{}, {}] does not fit the draft", where,
+                 "{}: missing tensor '{}' and the target's lm_head [{}, {}] does not fit the draft", where, head,
                  tc.vocab, tc.hidden);
     lm_head_ = target_.lm_head();
   }
   cfg_.resolved.emplace_back("lm_head", lm_head_.data == target_.lm_head().data ? "target's" : "own");
-  own_embed_ = src.has("embed_tokens.weight");
+  own_embed_ = src.has(embed);
   cfg_.resolved.emplace_back("embed_tokens", own_embed_ ? "own" : "target's");
-  if (own_embed_) embed_ = src.matrix("embed_tokens.weight", cfg_.vocab, H);
+  if (own_embed_) embed_ = src.matrix(embed, cfg_.vocab, H);
   else
-    EAGLET_CHECK(H == tc.hidden, "{}: no 'embed_tokens.weight' and the target's embedding width {} differs from the "
-                 "draft hidden size {}", where, tc.hidden, H);
-  if (src.has("d2t")) {
+    EAGLET_CHECK(H == tc.hidden, "{}: no '{}' and the target's embedding width {} differs from the draft hidden size {}",
+                 where, embed, tc.hidden, H);
+  if (src.has(eagle3::spec(Tensor::D2t).hf)) {
     d2t_ = src.d2t(cfg_.draft_vocab);
     for (int i = 0; i < cfg_.draft_vocab; ++i)
       EAGLET_CHECK(i + d2t_[size_t(i)] >= 0 && i + d2t_[size_t(i)] < cfg_.vocab,

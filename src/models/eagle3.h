@@ -13,6 +13,7 @@
 #include "io/json_config.h"
 #include "models/attention.h"
 #include "models/eagle3_config.h"
+#include "models/eagle3_schema.h"
 #include "models/layer_weights.h"
 #include "models/model.h"
 #include "models/scratch.h"
@@ -69,6 +70,8 @@ class Eagle3Draft {
   struct Unloaded {};
   Eagle3Draft(Eagle3Config cfg, Rope rope, const Model& target, Unloaded);
   void load_weights(const Eagle3TensorSource& src);
+  void load_layers(const Eagle3TensorSource& src, const eagle3::Dims& d);
+  void load_vocab(const Eagle3TensorSource& src, const eagle3::Dims& d);
 
   Eagle3Config cfg_;
   Rope rope_;

@@ -12,41 +12,12 @@
 #include "core/error.h"
 #include "io/gguf.h"
 #include "models/eagle3.h"
+#include "models/eagle3_schema.h"
 #include "models/gguf_weights.h"
 
 namespace eaglet {
 
 namespace {
-
-// The GGUF name of a draft tensor's Hugging Face name (layer tensors under the "blk.0." prefix the
-// loader gives them).
-std::string gguf_name(std::string hf) {
-  if (hf.starts_with("blk.0.")) hf.erase(0, 6);
-  static const std::pair<const char*, const char*> kNames[] = {
-      {"self_attn.q_proj.weight", "blk.0.attn_q.weight"},
-      {"self_attn.k_proj.weight", "blk.0.attn_k.weight"},
-      {"self_attn.v_proj.weight", "blk.0.attn_v.weight"},
-      {"self_attn.o_proj.weight", "blk.0.attn_output.weight"},
-      {"self_attn.q_proj.bias", "blk.0.attn_q.bias"},
-      {"self_attn.k_proj.bias", "blk.0.attn_k.bias"},
-      {"self_attn.v_proj.bias", "blk.0.attn_v.bias"},
-      {"mlp.gate_proj.weight", "blk.0.ffn_gate.weight"},
-      {"mlp.up_proj.weight", "blk.0.ffn_up.weight"},
-      {"mlp.down_proj.weight", "blk.0.ffn_down.weight"},
-      {"input_layernorm.weight", "blk.0.attn_norm.weight"},
-      {"hidden_norm.weight", "blk.0.attn_norm_2.weight"},
-      {"post_attention_layernorm.weight", "blk.0.ffn_norm.weight"},
-      {"fc.weight", "fc.weight"},
-      {"norm.weight", "output_norm.weight"},
-      {"lm_head.weight", "output.weight"},
-      {"embed_tokens.weight", "token_embd.weight"},
-      {"input_norm.weight", "enc.output_norm.weight"},
-      {"d2t", "d2t"},
-  };
-  for (auto [h, g] : kNames)
-    if (hf == h) return g;
-  return hf;  // EAGLE-3.1's fc_norm.* have no llama.cpp name; a draft needing them is reported by this name
-}
 
 // The draft config.json fields of an `eagle3` GGUF file's metadata.
 nlohmann::json draft_config(const GgufFile& f) {
@@ -66,8 +37,8 @@ nlohmann::json draft_config(const GgufFile& f) {
   hf["norm_before_residual"] = m.value("eagle3.norm_before_residual", false);
   hf["norm_before_fc"] = m.value("eagle3.norm_before_fc", false);
   // The draft vocabulary: d2t's length, else the output head's rows, else the target's.
-  if (const GgufTensor* d2t = f.find("d2t")) hf["draft_vocab_size"] = d2t->dims[0];
-  else if (const GgufTensor* out = f.find("output.weight"); out && out->dims.size() == 2) hf["draft_vocab_size"] = out->dims[1];
+  if (const GgufTensor* d2t = f.find(eagle3::spec(eagle3::Tensor::D2t).gguf)) hf["draft_vocab_size"] = d2t->dims[0];
+  else if (const GgufTensor* out = f.find(eagle3::spec(eagle3::Tensor::LmHead).gguf); out && out->dims.size() == 2) hf["draft_vocab_size"] = out->dims[1];
   return hf;
 }
 
@@ -84,16 +55,17 @@ std::unique_ptr<Eagle3Draft> Eagle3Draft::load_gguf(const std::string& path, con
   GgufWeights w(file, &d->weights_);
   Eagle3TensorSource src;
   src.where = path;
-  src.has = [&](const std::string& name) { return w.has(gguf_name(name)); };
-  src.matrix = [&](const std::string& name, int64_t rows, int64_t cols) {
-    const int heads = name == "blk.0.self_attn.q_proj.weight"   ? c.num_heads
-                      : name == "blk.0.self_attn.k_proj.weight" ? c.num_kv_heads
-                                                                : 0;
-    return w.matrix(gguf_name(name), rows, cols, heads);
+  // Tensors are asked for by their Hugging Face names, layer 0 under the prefix "blk.0.".
+  auto name_of = [&](const std::string& hf) { return eagle3::gguf_name(hf, c.key_prefix); };
+  const std::string q = c.key_prefix + layer_tensor_name(LayerTensor::Q, Naming::HuggingFace);
+  const std::string k = c.key_prefix + layer_tensor_name(LayerTensor::K, Naming::HuggingFace);
+  src.has = [&](const std::string& name) { return w.has(name_of(name)); };
+  src.matrix = [&](const std::string& name, int64_t rows, int64_t cols) {  // q and k rows permuted for llama.cpp's RoPE
+    return w.matrix(name_of(name), rows, cols, name == q ? c.num_heads : name == k ? c.num_kv_heads : 0);
   };
-  src.vector = [&](const std::string& name, int64_t n) { return w.vector(gguf_name(name), n); };
+  src.vector = [&](const std::string& name, int64_t n) { return w.vector(name_of(name), n); };
   src.d2t = [&](int64_t n) {
-    std::vector<int64_t> ids = w.ints("d2t", n);
+    std::vector<int64_t> ids = w.ints(eagle3::spec(eagle3::Tensor::D2t).gguf, n);
     for (int64_t i = 0; i < n; ++i) ids[size_t(i)] -= i;
     return ids;
   };

@@ -14,6 +14,7 @@
 #include "kernels/ggml_quant.h"
 #include "models/decoder.h"
 #include "models/gguf_weights.h"
+#include "models/layer_weights.h"
 
 namespace eaglet {
 
@@ -72,35 +73,32 @@ std::unique_ptr<Model> load_gguf_model(const std::string& path) {
 
   WeightStore store;
   GgufWeights w(file, &store);
-  const int64_t H = mc.hidden, I = mc.intermediate, hd = mc.head_dim;
+  const int64_t H = mc.hidden, hd = mc.head_dim;
   const int64_t qd = mc.num_heads * hd, kvd = mc.num_kv_heads * hd;
   const kernels::WeightView embed = w.matrix("token_embd.weight", mc.vocab, H, 0, /*floats=*/true);
   const kernels::WeightView lm_head = opts.tie_embeddings ? embed : w.matrix("output.weight", mc.vocab, H);
   std::vector<std::string> names;
   for (auto& t : file->tensors()) names.push_back(t.name);
   check_layer_count(numbered_layer_count(names, "blk."), mc.num_layers, path, a->gguf + std::string(".block_count"), "blk.");
+  HfLayerSpec spec;
+  spec.in_width = spec.hidden = H;
+  spec.intermediate = mc.intermediate;
+  spec.head_dim = hd;
+  spec.q_dim = qd;
+  spec.kv_dim = kvd;
+  spec.qkv_bias = a->qkv_bias;
+  spec.qk_norm = a->qk_norm;
   std::vector<DecoderLayerWeights> layers(size_t(mc.num_layers));
   for (int l = 0; l < mc.num_layers; ++l) {
     const std::string p = "blk." + std::to_string(l) + ".";
-    DecoderLayerWeights& L = layers[size_t(l)];
-    L.q = w.matrix(p + "attn_q.weight", qd, H, a->permuted_qk ? mc.num_heads : 0);
-    L.k = w.matrix(p + "attn_k.weight", kvd, H, a->permuted_qk ? mc.num_kv_heads : 0);
-    L.v = w.matrix(p + "attn_v.weight", kvd, H);
-    L.o = w.matrix(p + "attn_output.weight", H, qd);
-    L.gate = w.matrix(p + "ffn_gate.weight", I, H);
-    L.up = w.matrix(p + "ffn_up.weight", I, H);
-    L.down = w.matrix(p + "ffn_down.weight", H, I);
-    L.attn_norm = w.vector(p + "attn_norm.weight", H);
-    L.mlp_norm = w.vector(p + "ffn_norm.weight", H);
-    if (a->qkv_bias) {
-      L.q_bias = w.vector(p + "attn_q.bias", qd);
-      L.k_bias = w.vector(p + "attn_k.bias", kvd);
-      L.v_bias = w.vector(p + "attn_v.bias", kvd);
-    }
-    if (a->qk_norm) {
-      L.q_norm = w.vector(p + "attn_q_norm.weight", hd);
-      L.k_norm = w.vector(p + "attn_k_norm.weight", hd);
-    }
+    const std::string q = p + layer_tensor_name(LayerTensor::Q, Naming::Gguf), k = p + layer_tensor_name(LayerTensor::K, Naming::Gguf);
+    layers[size_t(l)] = read_layer(
+        p, spec, Naming::Gguf,
+        [&](const std::string& n, int64_t rows, int64_t cols) {  // q and k rows permuted for llama.cpp's RoPE
+          const int heads = !a->permuted_qk ? 0 : n == q ? mc.num_heads : n == k ? mc.num_kv_heads : 0;
+          return w.matrix(n, rows, cols, heads);
+        },
+        [&](const std::string& n, int64_t len) { return w.vector(n, len); });
   }
   mc.dtype_name = file_type_name(*file);
   const std::vector<float> final_norm = w.vector("output_norm.weight", H);

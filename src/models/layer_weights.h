@@ -1,5 +1,5 @@
-// One Llama-family decoder layer's weights, and reading them under their Hugging Face names. The
-// decoder (Llama, Qwen2, Qwen3) and the EAGLE-3 draft's layers share both.
+// One Llama-family decoder layer's weights, its tensors' names and shapes, and reading them. The
+// decoder (Llama, Qwen2, Qwen3; safetensors or GGUF) and the EAGLE-3 draft's layers share all three.
 #pragma once
 #include <cstdint>
 #include <functional>
@@ -23,12 +23,27 @@ struct HfLayerSpec {
   bool qk_norm = false;   // self_attn.q_norm / k_norm per head (Qwen3)
 };
 
+// A Llama-family layer's tensors, named once for Hugging Face checkpoints and llama.cpp's GGUF
+// files (after the layer prefix: "model.layers.3.", "blk.3.", a draft's "midlayer.").
+enum class LayerTensor { Q, K, V, O, Gate, Up, Down, AttnNorm, MlpNorm, QBias, KBias, VBias, OBias, QNorm, KNorm };
+enum class Naming { HuggingFace, Gguf };
+struct LayerTensorSpec {
+  LayerTensor id;
+  const char* hf;
+  const char* gguf;
+};
+// Every layer tensor, in the order of LayerTensor.
+const std::vector<LayerTensorSpec>& layer_tensors();
+const char* layer_tensor_name(LayerTensor t, Naming n);
+// Its shape in a layer of `s` ({rows, cols} or {length}).
+std::vector<int64_t> layer_tensor_shape(LayerTensor t, const HfLayerSpec& s);
+
 using MatrixReader = std::function<kernels::WeightView(const std::string& name, int64_t rows, int64_t cols)>;
 using VectorReader = std::function<std::vector<float>(const std::string& name, int64_t n)>;
 
-// The tensors of the layer under `prefix` ("model.layers.3.", a draft's "midlayer."), each read
-// with its expected shape through `matrix` / `vector`.
-DecoderLayerWeights read_hf_layer(const std::string& prefix, const HfLayerSpec& s, const MatrixReader& matrix,
-                                  const VectorReader& vector);
+// The tensors of the layer under `prefix`, named as `naming` says, each read with its expected
+// shape through `matrix` / `vector`.
+DecoderLayerWeights read_layer(const std::string& prefix, const HfLayerSpec& s, Naming naming, const MatrixReader& matrix,
+                               const VectorReader& vector);
 
 }  // namespace eaglet

@@ -17,6 +17,8 @@
 #include "io/safetensors.h"
 #include "kernels/ops.h"
 #include "models/eagle3.h"
+#include "models/eagle3_schema.h"
+#include "models/layer_weights.h"
 
 namespace eaglet {
 
@@ -43,6 +45,9 @@ Mat filler(int64_t rows, int64_t cols, const WidenShape& s, const std::string& n
   for (float& f : m.v) f = float(int32_t(uint32_t(splitmix64(x)))) * a;
   return m;
 }
+// A decoder layer tensor's Hugging Face name, after the layer prefix.
+std::string hf(LayerTensor t) { return layer_tensor_name(t, Naming::HuggingFace); }
+
 Mat zeros(int64_t rows, int64_t cols) { return Mat{rows, cols, std::vector<float>(size_t(rows * cols), 0.0f)}; }
 
 // An original tensor as F32, with its shape checked.
@@ -241,8 +246,8 @@ void widen_llama(const std::string& src_dir, const std::string& out_dir, const W
                         filler(int64_t(wd.kv_heads) * wd.head_dim, D, s, pre + "v"), zeros(D, int64_t(wd.heads) * wd.head_dim)};
           *attn = std::move(w);
         } else {
-          AttnWeights a{read(*ck, sp + "self_attn.q_proj.weight", qd, d), read(*ck, sp + "self_attn.k_proj.weight", kvd, d),
-                        read(*ck, sp + "self_attn.v_proj.weight", kvd, d), read(*ck, sp + "self_attn.o_proj.weight", d, qd)};
+          AttnWeights a{read(*ck, sp + hf(LayerTensor::Q), qd, d), read(*ck, sp + hf(LayerTensor::K), kvd, d),
+                        read(*ck, sp + hf(LayerTensor::V), kvd, d), read(*ck, sp + hf(LayerTensor::O), d, qd)};
           *attn = widen_attention(a, hm, in_cols, D, D, s, pre);
         }
       }
@@ -256,18 +261,18 @@ void widen_llama(const std::string& src_dir, const std::string& out_dir, const W
                      : widen_norm(read(*ck, sp + name, 1, d), d, D);
     };
     const int64_t QD = int64_t(wd.heads) * wd.head_dim, KVD = int64_t(wd.kv_heads) * wd.head_dim, II = s.intermediate;
-    p.add(pre + "input_layernorm.weight", {D}, dt, [=] { return norm("input_layernorm.weight"); });
-    p.add(pre + "self_attn.q_proj.weight", {QD, D}, dt, [=] { return attention(0); });
-    p.add(pre + "self_attn.k_proj.weight", {KVD, D}, dt, [=] { return attention(1); });
-    p.add(pre + "self_attn.v_proj.weight", {KVD, D}, dt, [=] { return attention(2); });
-    p.add(pre + "self_attn.o_proj.weight", {D, QD}, dt, [=] { return attention(3); });
-    p.add(pre + "post_attention_layernorm.weight", {D}, dt, [=] { return norm("post_attention_layernorm.weight"); });
-    for (const char* m : {"gate", "up"}) {
-      const std::string n = std::string("mlp.") + m + "_proj.weight";
+    p.add(pre + hf(LayerTensor::AttnNorm), {D}, dt, [=] { return norm(hf(LayerTensor::AttnNorm)); });
+    p.add(pre + hf(LayerTensor::Q), {QD, D}, dt, [=] { return attention(0); });
+    p.add(pre + hf(LayerTensor::K), {KVD, D}, dt, [=] { return attention(1); });
+    p.add(pre + hf(LayerTensor::V), {KVD, D}, dt, [=] { return attention(2); });
+    p.add(pre + hf(LayerTensor::O), {D, QD}, dt, [=] { return attention(3); });
+    p.add(pre + hf(LayerTensor::MlpNorm), {D}, dt, [=] { return norm(hf(LayerTensor::MlpNorm)); });
+    for (LayerTensor m : {LayerTensor::Gate, LayerTensor::Up}) {
+      const std::string n = hf(m);
       p.add(pre + n, {II, D}, dt, [=] { return src < 0 ? filler(II, D, s, pre + n) : widen_in(read(*ck, sp + n, I, d), II, D, s, pre + n); });
     }
-    p.add(pre + "mlp.down_proj.weight", {D, II}, dt,
-          [=] { return src < 0 ? zeros(D, II) : widen_out(read(*ck, sp + "mlp.down_proj.weight", d, I), D, II); });
+    p.add(pre + hf(LayerTensor::Down), {D, II}, dt,
+          [=] { return src < 0 ? zeros(D, II) : widen_out(read(*ck, sp + hf(LayerTensor::Down), d, I), D, II); });
   }
   p.add("model.norm.weight", {D}, dt, [=] { return widen_norm(read(*ck, "model.norm.weight", 1, d), d, D); });
   const std::string head = tied ? "model.embed_tokens.weight" : "lm_head.weight";
@@ -316,13 +321,17 @@ void widen_eagle3(const std::string& draft_dir, const std::string& wide_target_d
   const HeadMap hm{sm, wd};
 
   auto ck = std::make_shared<Checkpoint>(Checkpoint::open_dir(draft_dir));
-  const std::string pre = ck->has("midlayer.self_attn.q_proj.weight") ? "midlayer." : "layers.0.";
+  const std::string pre = eagle3::first_layer_prefix([&](const std::string& n) { return ck->has(n); });
+  if (pre.empty()) fail("{}: no layer 0 ('{}*' or '{}*' tensors)", draft_dir, eagle3::kMidlayer, eagle3::kLayer0);
+  using eagle3::Tensor;
+  const std::string fc_name = eagle3::spec(Tensor::Fc).hf, embed = eagle3::spec(Tensor::Embed).hf,
+                    head = eagle3::spec(Tensor::LmHead).hf;
   const int64_t qd = int64_t(sm.heads) * sm.head_dim, kvd = int64_t(sm.kv_heads) * sm.head_dim;
   const int64_t QD = int64_t(wd.heads) * wd.head_dim, KVD = int64_t(wd.kv_heads) * wd.head_dim;
   const DType dt = s.dtype;
   Plan p;
-  p.add("fc.weight", {D, 3 * D}, dt, [=] {
-    const Mat fc = read(*ck, "fc.weight", d, 3 * int64_t(d));
+  p.add(fc_name, {D, 3 * D}, dt, [=] {
+    const Mat fc = read(*ck, fc_name, d, 3 * int64_t(d));
     Mat w = filler(D, 3 * D, s, "fc");
     std::fill(w.v.begin() + d * 3 * D, w.v.end(), 0.0f);  // rows beyond d feed the residual: zero
     for (int64_t r = 0; r < d; ++r)
@@ -335,40 +344,40 @@ void widen_eagle3(const std::string& draft_dir, const std::string& wide_target_d
   auto attn = std::make_shared<std::optional<AttnWeights>>();
   auto attention = [=](int which) {
     if (!*attn) {
-      AttnWeights a{read(*ck, pre + "self_attn.q_proj.weight", qd, 2 * d), read(*ck, pre + "self_attn.k_proj.weight", kvd, 2 * d),
-                    read(*ck, pre + "self_attn.v_proj.weight", kvd, 2 * d), read(*ck, pre + "self_attn.o_proj.weight", d, qd)};
+      AttnWeights a{read(*ck, pre + hf(LayerTensor::Q), qd, 2 * d), read(*ck, pre + hf(LayerTensor::K), kvd, 2 * d),
+                    read(*ck, pre + hf(LayerTensor::V), kvd, 2 * d), read(*ck, pre + hf(LayerTensor::O), d, qd)};
       *attn = widen_attention(a, hm, in_cols, 2 * D, D, s, pre);
     }
     Mat& m = which == 0 ? (*attn)->q : which == 1 ? (*attn)->k : which == 2 ? (*attn)->v : (*attn)->o;
     return std::move(m);
   };
-  p.add(pre + "self_attn.q_proj.weight", {QD, 2 * D}, dt, [=] { return attention(0); });
-  p.add(pre + "self_attn.k_proj.weight", {KVD, 2 * D}, dt, [=] { return attention(1); });
-  p.add(pre + "self_attn.v_proj.weight", {KVD, 2 * D}, dt, [=] { return attention(2); });
-  p.add(pre + "self_attn.o_proj.weight", {D, QD}, dt, [=] { return attention(3); });
-  for (const char* m : {"gate", "up"}) {
-    const std::string n = pre + "mlp." + m + "_proj.weight";
+  p.add(pre + hf(LayerTensor::Q), {QD, 2 * D}, dt, [=] { return attention(0); });
+  p.add(pre + hf(LayerTensor::K), {KVD, 2 * D}, dt, [=] { return attention(1); });
+  p.add(pre + hf(LayerTensor::V), {KVD, 2 * D}, dt, [=] { return attention(2); });
+  p.add(pre + hf(LayerTensor::O), {D, QD}, dt, [=] { return attention(3); });
+  for (LayerTensor m : {LayerTensor::Gate, LayerTensor::Up}) {
+    const std::string n = pre + hf(m);
     p.add(n, {II, D}, dt, [=] { return widen_in(read(*ck, n, I, d), II, D, s, n); });
   }
-  p.add(pre + "mlp.down_proj.weight", {D, II}, dt,
-        [=] { return widen_out(read(*ck, pre + "mlp.down_proj.weight", d, I), D, II); });
+  p.add(pre + hf(LayerTensor::Down), {D, II}, dt,
+        [=] { return widen_out(read(*ck, pre + hf(LayerTensor::Down), d, I), D, II); });
   for (const std::string& n : ck->names()) {
     const TensorInfo& t = ck->get(n);
     if (n.find("norm") != std::string::npos && n.ends_with(".weight")) {  // hidden_norm, fc_norm.0, input_norm...
       if (t.shape.size() != 1 || t.shape[0] % d) fail("{}: {} has shape {}, not a multiple of hidden_size {}", draft_dir, n, t.shape_str(), d);
       const int64_t len = t.shape[0];
       p.add(n, {len / d * D}, dt, [=] { return widen_norm(read(*ck, n, 1, len), d, D); });
-    } else if (n == "embed_tokens.weight" || n == "lm_head.weight") {
+    } else if (n == embed || n == head) {
       if (t.shape.size() != 2 || t.shape[1] != d) fail("{}: {} has shape {}, expected [*, {}]", draft_dir, n, t.shape_str(), d);
       const int64_t rows = t.shape[0];
       // The embedding feeds the residual (zero beyond d); the head reads it (filler is cancelled).
       p.add(n, {rows, D}, dt, [=] {
         const Mat m = read(*ck, n, rows, d);
-        return n == "lm_head.weight" ? widen_in(m, rows, D, s, n) : widen_out(m, rows, D);
+        return n == head ? widen_in(m, rows, D, s, n) : widen_out(m, rows, D);
       });
-    } else if (n == "d2t" || n == "t2d") {
+    } else if (n == eagle3::spec(Tensor::D2t).hf || n == eagle3::spec(Tensor::T2d).hf) {
       p.add_raw(t);
-    } else if (n != "fc.weight" && !n.starts_with(pre + "self_attn.") && !n.starts_with(pre + "mlp.")) {
+    } else if (n != fc_name && !n.starts_with(pre + "self_attn.") && !n.starts_with(pre + "mlp.")) {
       fail("{}: tensor {} is not one widening knows", draft_dir, n);
     }
   }

@@ -12,8 +12,9 @@
 namespace eaglet {
 
 struct DraftExport {
-  // Tensors by their name under the layer prefix "layer." (e.g. "layer.self_attn.q_proj.weight")
-  // or at the top level ("fc.weight", "norm.weight", "lm_head.weight").
+  // Tensors by their checkpoint name, layer tensors under kLayerPrefix (e.g.
+  // "layer.self_attn.q_proj.weight"), which the export replaces by the key style's.
+  static constexpr const char* kLayerPrefix = "layer.";
   struct Tensor {
     std::vector<int64_t> shape;
     std::vector<float> data;

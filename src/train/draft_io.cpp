@@ -7,6 +7,7 @@
 #include "io/safetensors.h"
 #include "kernels/pack.h"
 #include "models/eagle3_config.h"
+#include "models/eagle3_schema.h"
 #include "models/rope.h"
 
 namespace eaglet {
@@ -18,6 +19,27 @@ torch::Tensor weight_tensor(const kernels::WeightView& w) {
 }
 
 namespace {
+
+// The module's trained tensors by their checkpoint names (layer tensors under `prefix`), in the
+// order the export writes them: what loading fills and exporting writes. The embedding is the
+// target's (frozen, not exported); lm_head loads from the checkpoint or the target's rows.
+std::vector<std::pair<std::string, torch::Tensor>> named_tensors(const DraftModule& m, const std::string& prefix) {
+  using T = eagle3::Tensor;
+  using L = LayerTensor;
+  auto layer = [&](L t) { return prefix + layer_tensor_name(t, Naming::HuggingFace); };
+  return {{eagle3::spec(T::Fc).hf, m->fc->weight},
+          {layer(L::Q), m->q_proj->weight},
+          {layer(L::K), m->k_proj->weight},
+          {layer(L::V), m->v_proj->weight},
+          {layer(L::O), m->o_proj->weight},
+          {layer(L::Gate), m->gate_proj->weight},
+          {layer(L::Up), m->up_proj->weight},
+          {layer(L::Down), m->down_proj->weight},
+          {layer(L::AttnNorm), m->input_layernorm},
+          {prefix + eagle3::spec(T::HiddenNorm).hf, m->hidden_norm},
+          {layer(L::MlpNorm), m->post_attention_layernorm},
+          {eagle3::spec(T::Norm).hf, m->norm}};
+}
 
 // Target logits [B, T, V] from last_hidden [B, T, H], with the target's own final norm and
 // lm_head (computed here, not streamed), on `pool`.
@@ -105,35 +127,24 @@ TrainableDraft load_trainable_draft(const std::string& dir, const Model& target)
   d.module = DraftModule(o);
   d.aux_layers = c.aux_layers;
   const Checkpoint ck = Checkpoint::open_dir(dir);
-  const std::string P = ck.has("midlayer.self_attn.q_proj.weight") ? "midlayer." : "layers.0.";
+  const std::string P = eagle3::first_layer_prefix([&](const std::string& n) { return ck.has(n); });
+  EAGLET_CHECK(!P.empty(), "{}: no layer 0 ('{}*' or '{}*' tensors)", dir, eagle3::kMidlayer, eagle3::kLayer0);
   auto load = [&](const std::string& name, std::vector<int64_t> shape) {
     const TensorInfo& t = ck.get(name, shape);
     std::vector<float> f(size_t(t.numel()));
     kernels::to_f32(t.dtype, t.data, f.data(), t.numel());
     return torch::from_blob(f.data(), t.shape, torch::kFloat32).clone();
   };
-  const int64_t H = o.hidden, qd = int64_t(o.num_heads) * o.head_dim, kvd = int64_t(o.num_kv_heads) * o.head_dim;
   auto& m = d.module;
   torch::NoGradGuard ng;
-  m->fc->weight.copy_(load("fc.weight", {H, 3 * int64_t(o.target_hidden)}));
-  m->q_proj->weight.copy_(load(P + "self_attn.q_proj.weight", {qd, 2 * H}));
-  m->k_proj->weight.copy_(load(P + "self_attn.k_proj.weight", {kvd, 2 * H}));
-  m->v_proj->weight.copy_(load(P + "self_attn.v_proj.weight", {kvd, 2 * H}));
-  m->o_proj->weight.copy_(load(P + "self_attn.o_proj.weight", {H, qd}));
-  m->gate_proj->weight.copy_(load(P + "mlp.gate_proj.weight", {o.intermediate, H}));
-  m->up_proj->weight.copy_(load(P + "mlp.up_proj.weight", {o.intermediate, H}));
-  m->down_proj->weight.copy_(load(P + "mlp.down_proj.weight", {H, o.intermediate}));
-  m->input_layernorm.copy_(load(P + "input_layernorm.weight", {H}));
-  m->hidden_norm.copy_(load(P + "hidden_norm.weight", {H}));
-  m->post_attention_layernorm.copy_(load(P + "post_attention_layernorm.weight", {H}));
-  m->norm.copy_(load("norm.weight", {H}));
-  m->embed.copy_(ck.has("embed_tokens.weight") ? load("embed_tokens.weight", {o.vocab, H})
-                                               : weight_tensor(target.embed_view()));
+  for (auto& [name, t] : named_tensors(m, P)) t.copy_(load(name, t.sizes().vec()));  // the module's shapes are the config's
+  const std::string embed = eagle3::spec(eagle3::Tensor::Embed).hf, head = eagle3::spec(eagle3::Tensor::LmHead).hf;
+  m->embed.copy_(ck.has(embed) ? load(embed, m->embed.sizes().vec()) : weight_tensor(target.embed_view()));
   // The vocabulary map: d2t offsets when the draft vocabulary is pruned.
   std::vector<int64_t> ids(size_t(o.draft_vocab));
   for (int i = 0; i < o.draft_vocab; ++i) ids[size_t(i)] = i;
-  if (ck.has("d2t")) {
-    const TensorInfo& t = ck.get("d2t", {o.draft_vocab}, {DType::I64});
+  if (const std::string d2t = eagle3::spec(eagle3::Tensor::D2t).hf; ck.has(d2t)) {
+    const TensorInfo& t = ck.get(d2t, {o.draft_vocab}, {DType::I64});
     d.vocab_map.d2t.assign(reinterpret_cast<const int64_t*>(t.data), reinterpret_cast<const int64_t*>(t.data) + o.draft_vocab);
     for (int i = 0; i < o.draft_vocab; ++i) ids[size_t(i)] += d.vocab_map.d2t[size_t(i)];
   }
@@ -142,7 +153,7 @@ TrainableDraft load_trainable_draft(const std::string& dir, const Model& target)
     EAGLET_CHECK(id >= 0 && id < o.vocab, "{}: d2t maps outside the vocabulary", dir);
     d.vocab_map.t2d[size_t(id)] = 1;
   }
-  m->lm_head->weight.copy_(ck.has("lm_head.weight") ? load("lm_head.weight", {o.draft_vocab, H})
+  m->lm_head->weight.copy_(ck.has(head) ? load(head, {o.draft_vocab, o.hidden})
                                                     : weight_tensor(target.lm_head()).index_select(0, torch::tensor(ids)));
   d.d2t_index = torch::tensor(ids, torch::kLong);
   d.in_draft = torch::tensor(std::vector<uint8_t>(d.vocab_map.t2d.begin(), d.vocab_map.t2d.end())).to(torch::kBool);
@@ -160,19 +171,8 @@ DraftExport export_module(const DraftModule& m, const ModelConfig& tc, const std
     x.data.assign(c.data_ptr<float>(), c.data_ptr<float>() + c.numel());
     d.tensors[name] = std::move(x);
   };
-  put("fc.weight", m->fc->weight);
-  put("layer.self_attn.q_proj.weight", m->q_proj->weight);
-  put("layer.self_attn.k_proj.weight", m->k_proj->weight);
-  put("layer.self_attn.v_proj.weight", m->v_proj->weight);
-  put("layer.self_attn.o_proj.weight", m->o_proj->weight);
-  put("layer.mlp.gate_proj.weight", m->gate_proj->weight);
-  put("layer.mlp.up_proj.weight", m->up_proj->weight);
-  put("layer.mlp.down_proj.weight", m->down_proj->weight);
-  put("layer.input_layernorm.weight", m->input_layernorm);
-  put("layer.hidden_norm.weight", m->hidden_norm);
-  put("layer.post_attention_layernorm.weight", m->post_attention_layernorm);
-  put("norm.weight", m->norm);
-  put("lm_head.weight", m->lm_head->weight);
+  for (auto& [name, t] : named_tensors(m, DraftExport::kLayerPrefix)) put(name, t);
+  put(eagle3::spec(eagle3::Tensor::LmHead).hf, m->lm_head->weight);
   d.hidden = o.hidden;
   d.intermediate = o.intermediate;
   d.num_heads = o.num_heads;
