@@ -292,38 +292,52 @@ void share_parameters(Run& r) {
 }
 }  // namespace
 
-TrainSummary run_training(const TrainConfig& config, const TrainHooks& hooks) {
-  const auto wall0 = clock_type::now();
-  TrainConfig cfg = config;  // num_epochs turns into steps once the data is known
-  EAGLET_CHECK(cfg.device == "cpu" || torch::cuda::is_available(),
-               "training.device '{}' needs a CUDA build of libtorch; this one is CPU-only", cfg.device);
-  const DistEnv env = DistEnv::from_environment();
-  ThreadPool inference_pool(cfg.inference_threads);  // every target forward: regeneration, hidden states, eval
-  torch::set_num_threads(cfg.train_threads);
-  ThreadPool train_pool(cfg.train_threads);
-  Run r{cfg, load_bundle(cfg.target)};
-  r.train_pool = &train_pool;
+namespace {
+// The process group (several ranks), who narrates, and the batch split: `per_rank` samples per
+// rank per step, `r.batch` in all.
+int64_t join_ranks(Run& r, const DistEnv& env) {
+  const TrainConfig& cfg = r.cfg;
   r.rank = env.rank;
   r.world = env.world;
   if (r.world > 1) r.pg = std::make_unique<ProcessGroup>(env, std::chrono::seconds(cfg.dist_timeout_s));
   if (r.world > 1) spdlog::set_pattern(fmt::format("[%H:%M:%S.%e] [rank {}] [%l] %v", r.rank));
   if (!r.main()) spdlog::set_level(spdlog::level::warn);  // one rank narrates
-  const int64_t per_rank = cfg.micro_batch_size > 0 ? cfg.micro_batch_size : cfg.batch_size / r.world;
-  const int64_t batch = per_rank * r.world;  // global
-  r.batch = batch;
   EAGLET_CHECK(cfg.micro_batch_size > 0 || cfg.batch_size % r.world == 0,
                "config: training.batch_size {} is not a multiple of the {} ranks (or set training.micro_batch_size)",
                cfg.batch_size, r.world);
+  const int64_t per_rank = cfg.micro_batch_size > 0 ? cfg.micro_batch_size : cfg.batch_size / r.world;
+  r.batch = per_rank * r.world;
   if (r.main()) {
     fs::create_directories(cfg.output_dir);
     std::ofstream(cfg.output_dir + "/config.yaml") << cfg.to_yaml();
   }
-  Model& target = *r.bundle.model;
-  const auto& tc = target.config();
-  spdlog::info("target: {}", r.bundle.label());
+  return per_rank;
+}
 
-  // Data: each file regenerated with the target (rank 0; the others read its output), or taken
-  // as it is (already regenerated, or regen off). Malformed records are skipped and counted.
+// Data file f's samples: regenerated with the target (rank 0; the others read its output), or
+// taken as it is (already regenerated, or regen off), at most `limit` (0: all).
+std::vector<TrainSample> load_file(Run& r, ThreadPool& inference_pool, const std::vector<std::string>& files, size_t f,
+                                   int limit, BadRecords* bad) {
+  const TrainConfig& cfg = r.cfg;
+  const bool regenerated = is_regenerated_file(files[f]);
+  if (cfg.regen && regenerated) spdlog::info("{}: already regenerated (input_ids); trained on as is", files[f]);
+  if (!cfg.regen || regenerated) return load_samples(cfg, files[f], r.bundle, limit, bad);
+  const std::string out = cfg.regen_path(f, files.size());
+  if (r.main()) {
+    RegenOptions ro{files[f], out, limit, cfg.regen_temperature, cfg.regen_max_new_tokens, cfg.regen_prefix_tokens,
+                    cfg.regen_batch, cfg.regen_samples_per_prompt, cfg.seed, bad, cfg.chat_template};
+    regenerate(inference_pool, *r.bundle.model, r.bundle.tokenizer, r.bundle.eos_ids, ro);
+    if (r.pg) r.pg->publish(fmt::format("regen-done-{}", f));
+  } else {
+    r.pg->wait_for(fmt::format("regen-done-{}", f), std::chrono::hours(48));
+  }
+  return load_regenerated(out, cfg.max_length, r.bundle.model->config().vocab, bad);
+}
+
+// The training and held-out splits (data.eval_path, else the last eval_samples); malformed
+// records are skipped and counted. Returns the steps num_epochs asks for (0: training.steps).
+int load_data(Run& r, ThreadPool& inference_pool) {
+  const TrainConfig& cfg = r.cfg;
   BadRecords bad(cfg.max_bad_records);
   std::vector<TrainSample> all;
   EAGLET_CHECK(!cfg.data_path.empty(), "config: data.path is required");
@@ -331,25 +345,7 @@ TrainSummary run_training(const TrainConfig& config, const TrainHooks& hooks) {
   for (size_t f = 0; f < files.size(); ++f) {
     const int limit = cfg.num_samples > 0 ? cfg.num_samples - int(all.size()) : 0;
     if (cfg.num_samples > 0 && limit <= 0) break;
-    std::vector<TrainSample> part;
-    const bool regenerated = is_regenerated_file(files[f]);
-    if (cfg.regen && regenerated) spdlog::info("{}: already regenerated (input_ids); trained on as is", files[f]);
-    if (cfg.regen && !regenerated) {
-      const std::string out = cfg.regen_path(f, files.size());
-      if (r.main()) {
-        RegenOptions ro{files[f], out, limit, cfg.regen_temperature, cfg.regen_max_new_tokens,
-                        cfg.regen_prefix_tokens, cfg.regen_batch, cfg.regen_samples_per_prompt, cfg.seed, &bad,
-                        cfg.chat_template};
-        regenerate(inference_pool, target, r.bundle.tokenizer, r.bundle.eos_ids, ro);
-        if (r.pg) r.pg->publish(fmt::format("regen-done-{}", f));
-      } else {
-        r.pg->wait_for(fmt::format("regen-done-{}", f), std::chrono::hours(48));
-      }
-      part = load_regenerated(out, cfg.max_length, tc.vocab, &bad);
-    } else {
-      part = load_samples(cfg, files[f], r.bundle, limit, &bad);
-    }
-    for (auto& x : part) all.push_back(std::move(x));
+    for (auto& x : load_file(r, inference_pool, files, f, limit, &bad)) all.push_back(std::move(x));
   }
   if (!cfg.eval_path.empty()) {
     for (const auto& path : expand_data_paths(cfg.eval_path))
@@ -365,25 +361,51 @@ TrainSummary run_training(const TrainConfig& config, const TrainHooks& hooks) {
   }
   if (bad.count() > 0)
     spdlog::warn("skipped {} malformed record(s); the first: {}", bad.count(), fmt::join(bad.first(), " | "));
-  if (cfg.num_epochs > 0) {
-    cfg.steps = int(std::ceil(cfg.num_epochs * double(r.train.size()) / double(batch)));
-    spdlog::info("{} epoch(s) of {} samples: {} steps", cfg.num_epochs, r.train.size(), cfg.steps);
-  }
+  if (cfg.num_epochs <= 0) return 0;
+  const int steps = int(std::ceil(cfg.num_epochs * double(r.train.size()) / double(r.batch)));
+  spdlog::info("{} epoch(s) of {} samples: {} steps", cfg.num_epochs, r.train.size(), steps);
+  return steps;
+}
 
+// The optimiser over the parameters this rank owns (ZeRO-1 shards them over the ranks), resumed
+// from the checkpoint, with every rank on rank 0's parameters.
+void build_optimizer(Run& r) {
+  r.sharded = r.world > 1 && r.cfg.zero_stage == 1;
+  r.owner = r.sharded ? zero1_owners(r.params, r.world) : std::vector<int>(r.params.size(), 0);
+  std::vector<torch::Tensor> owned;
+  for (size_t i = 0; i < r.params.size(); ++i)
+    if (r.owns(i)) owned.push_back(r.params[i]);
+  if (!owned.empty())
+    r.optim = std::make_unique<torch::optim::AdamW>(
+        owned, torch::optim::AdamWOptions(r.cfg.lr).betas({0.9, 0.95}).weight_decay(0.0));
+  load_checkpoint(r);
+  // Every rank starts from rank 0's parameters (the same seed gives the same ones; this makes it
+  // so whatever the platform's RNG).
+  if (r.pg)
+    for (auto& p : r.params) {
+      auto d = p.detach();
+      r.pg->broadcast(d, 0);
+    }
+}
+
+// The taps, the vocabulary map, the draft module (embedding and head from the target) and its
+// optimiser.
+void build_draft(Run& r) {
+  const TrainConfig& cfg = r.cfg;
+  const Model& target = *r.bundle.model;
+  const auto& tc = target.config();
   r.aux = cfg.aux_layers.empty() ? default_aux_layers(tc.num_layers) : cfg.aux_layers;
   std::sort(r.aux.begin(), r.aux.end());
   for (int a : r.aux) EAGLET_CHECK(a >= 0 && a <= tc.num_layers, "config: aux layer {} outside [0, {}]", a, tc.num_layers);
   EAGLET_CHECK(r.aux.size() == 3, "config: model.aux_layers needs 3 ids");
   spdlog::info("aux layers (residual stream entering layer): {}, {}, {}", r.aux[0], r.aux[1], r.aux[2]);
-
-  DraftModuleOptions mo = module_options(cfg, tc);
+  const DraftModuleOptions mo = module_options(cfg, tc);
   if (mo.draft_vocab < mo.vocab) r.vmap = build_vocab_mapping(r.train, mo.vocab, mo.draft_vocab);
   else r.vmap.t2d.assign(size_t(mo.vocab), 1);
   std::vector<int64_t> d2t_ids(size_t(mo.draft_vocab));
   for (int i = 0; i < mo.draft_vocab; ++i) d2t_ids[size_t(i)] = i + (r.vmap.d2t.empty() ? 0 : r.vmap.d2t[size_t(i)]);
   r.d2t_index = torch::tensor(d2t_ids, torch::kLong);
   r.in_draft = torch::tensor(std::vector<uint8_t>(r.vmap.t2d.begin(), r.vmap.t2d.end())).to(torch::kBool);
-
   torch::manual_seed(int64_t(cfg.seed));
   r.module = DraftModule(mo);
   {
@@ -394,167 +416,180 @@ TrainSummary run_training(const TrainConfig& config, const TrainHooks& hooks) {
   if (cfg.lm_head == "frozen-target") r.module->lm_head->weight.set_requires_grad(false);
   for (auto& p : r.module->parameters())
     if (p.requires_grad()) r.params.push_back(p);
-  r.sharded = r.world > 1 && cfg.zero_stage == 1;
-  r.owner = r.sharded ? zero1_owners(r.params, r.world) : std::vector<int>(r.params.size(), 0);
-  std::vector<torch::Tensor> owned;
-  for (size_t i = 0; i < r.params.size(); ++i)
-    if (r.owns(i)) owned.push_back(r.params[i]);
-  if (!owned.empty())
-    r.optim = std::make_unique<torch::optim::AdamW>(
-        owned, torch::optim::AdamWOptions(cfg.lr).betas({0.9, 0.95}).weight_decay(0.0));
-  load_checkpoint(r);
-  if (r.pg) {
-    // Every rank starts from rank 0's parameters (the same seed gives the same ones; this makes
-    // it so whatever the platform's RNG).
-    for (auto& p : r.params) {
-      auto d = p.detach();
-      r.pg->broadcast(d, 0);
-    }
-  }
-  MetricsLog metrics(r.main() ? cfg.output_dir + "/metrics.jsonl" : "");
-  {
-    nlohmann::json mem = memory_report(r);
-    if (r.world > 1) mem["optimizer_state_mb_per_rank"] = per_rank_values(r, mem["optimizer_state_mb"].get<double>());
-    mem["step"] = r.step;
-    metrics.write(mem);
-    spdlog::info("{} rank(s), {} samples per step ({} per rank); per rank: params {:.1f} MB, grads {:.1f} MB, AdamW "
-                 "state {:.1f} MB ({})", r.world, batch, per_rank, mem["params_mb"].get<double>(),
-                 mem["grads_mb"].get<double>(), mem["optimizer_state_mb"].get<double>(),
-                 r.sharded ? "ZeRO-1 share" : "replicated");
-  }
+  build_optimizer(r);
+}
 
-  // The stream: epochs over the training split, each in its own seeded order; step s takes global
-  // samples [s * batch, (s + 1) * batch), rank k the k-th slice of per_rank of them. `mine` holds
-  // this rank's, indexed by position (what the hidden-state sources count in).
+void report_memory(Run& r, MetricsLog& metrics, int64_t per_rank) {
+  nlohmann::json mem = memory_report(r);
+  if (r.world > 1) mem["optimizer_state_mb_per_rank"] = per_rank_values(r, mem["optimizer_state_mb"].get<double>());
+  mem["step"] = r.step;
+  metrics.write(mem);
+  spdlog::info("{} rank(s), {} samples per step ({} per rank); per rank: params {:.1f} MB, grads {:.1f} MB, AdamW "
+               "state {:.1f} MB ({})", r.world, r.batch, per_rank, mem["params_mb"].get<double>(),
+               mem["grads_mb"].get<double>(), mem["optimizer_state_mb"].get<double>(),
+               r.sharded ? "ZeRO-1 share" : "replicated");
+}
+
+// The stream: epochs over the training split, each in its own seeded order; step s takes global
+// samples [s * batch, (s + 1) * batch), rank k the k-th slice of per_rank of them. Returns this
+// rank's, indexed by position (what the hidden-state sources count in).
+std::vector<TrainSample> rank_samples(const Run& r, int64_t per_rank) {
   std::vector<TrainSample> mine;
-  const int64_t total = int64_t(cfg.steps) * batch;
+  const int64_t total = int64_t(r.cfg.steps) * r.batch;
   int64_t g = 0;
   for (int64_t epoch = 0; g < total; ++epoch) {
     std::vector<size_t> order(r.train.size());
     std::iota(order.begin(), order.end(), 0);
-    std::mt19937_64 rng(cfg.seed * 7919 + uint64_t(epoch));
+    std::mt19937_64 rng(r.cfg.seed * 7919 + uint64_t(epoch));
     std::shuffle(order.begin(), order.end(), rng);
     for (size_t i = 0; i < order.size() && g < total; ++i, ++g) {
-      if ((g % batch) / per_rank != r.rank) continue;
+      if ((g % r.batch) / per_rank != r.rank) continue;
       mine.push_back(r.train[order[i]]);
       mine.back().index = int64_t(mine.size()) - 1;
     }
   }
+  return mine;
+}
+
+// Target inference for this rank's samples from the resume point on: threads in this process,
+// or ZeroMQ workers (each rank binds the configured port plus LOCAL_RANK).
+std::unique_ptr<HiddenSource> open_hidden_source(Run& r, const DistEnv& env, ThreadPool& pool,
+                                                 std::vector<TrainSample>& mine, int64_t per_rank) {
+  const TrainConfig& cfg = r.cfg;
   const int64_t first = r.step * per_rank, mine_total = int64_t(cfg.steps) * per_rank;
+  if (cfg.inference_mode != "zmq")
+    return make_thread_source(pool, *r.bundle.model, mine, r.aux, first, mine_total, cfg.inference_workers, cfg.queue_size);
   std::string endpoint = cfg.zmq_endpoint;
-  if (r.world > 1 && cfg.inference_mode == "zmq") {
-    // Each rank binds its own port: the configured one plus LOCAL_RANK.
+  if (r.world > 1) {
     const size_t colon = endpoint.rfind(':');
     EAGLET_CHECK(colon != std::string::npos, "config: inference.endpoint '{}' has no port", endpoint);
     endpoint = endpoint.substr(0, colon + 1) + std::to_string(std::stoi(endpoint.substr(colon + 1)) + env.local_rank);
   }
-  std::unique_ptr<HiddenSource> source =
-      cfg.inference_mode == "zmq"
-          ? make_zmq_source(endpoint, mine, r.aux, tc.hidden, first, mine_total, cfg.queue_size, cfg.worker_timeout_s)
-          : make_thread_source(inference_pool, target, mine, r.aux, first, mine_total, cfg.inference_workers, cfg.queue_size);
-  std::vector<HiddenSample> eval_hidden;  // this rank's share of the held-out samples
-  for (size_t i = size_t(r.rank); i < r.eval.size(); i += size_t(r.world))
-    eval_hidden.push_back(compute_hidden(inference_pool, target, r.eval[i], r.aux));
+  return make_zmq_source(endpoint, mine, r.aux, r.bundle.model->config().hidden, first, mine_total, cfg.queue_size,
+                         cfg.worker_timeout_s);
+}
 
-  std::unique_ptr<GradientSync> sync;
-  if (r.pg) sync = std::make_unique<GradientSync>(*r.pg, r.params);
-  TrainSummary sum;
-  Progress progress("train step", cfg.steps, r.step);
+// The training loop's state between steps.
+struct Loop {
+  HiddenSource& source;
+  GradientSync* sync;
+  const TrainHooks& hooks;
+  int64_t per_rank, start_step;
+  MetricsLog& metrics;
+  Progress progress;
   double train_seconds = 0;
   int64_t tokens = 0;
-  const int64_t start_step = r.step;
+};
+
+// One optimiser step over the next global batch. Returns whether the ranks agreed to stop after it.
+bool train_step(Run& r, Loop& l, TttResult& res) {
+  const TrainConfig& cfg = r.cfg;
+  std::vector<HiddenSample> local(static_cast<size_t>(l.per_rank));
+  for (auto& s : local)
+    if (!l.source.take(&s)) fail("hidden-state stream ended early at sample {}", r.step * r.batch);
+  const auto t0 = clock_type::now();
+  TttBatch b = make_batch(*r.train_pool, *r.bundle.model, local, alignment_of(cfg));
+  // One small all-reduce carries the loss denominators of the global batch and whether any rank
+  // was asked to stop (so all stop after the same step).
+  const bool stop_asked = (l.hooks.stop_after_steps > 0 && r.step + 1 - l.start_step >= l.hooks.stop_after_steps) ||
+                          (l.hooks.stop_flag && l.hooks.stop_flag->load());
+  std::vector<double> denoms;  // one rank: ttt_forward counts its own (the same numbers)
+  bool stop = stop_asked;
+  if (r.pg) {
+    denoms = ttt_valid_counts(b, cfg.ttt_steps, r.in_draft);
+    denoms.push_back(stop_asked ? 1 : 0);
+    sum_over_ranks(r, denoms);
+    stop = denoms.back() > 0;
+    denoms.pop_back();
+  }
+  if (r.optim)
+    for (auto& group : r.optim->param_groups())
+      static_cast<torch::optim::AdamWOptions&>(group.options()).lr(lr_at(cfg, r.step));
+  r.module->zero_grad();
+  // bf16 compute: autocast runs the matmuls in BF16 while the weights (and AdamW) stay FP32;
+  // softmax and the loss are computed in FP32 inside ttt_forward either way.
+  at::autocast::set_cpu_enabled(cfg.bf16);
+  at::autocast::set_autocast_cpu_dtype(at::kBFloat16);
+  res = ttt_forward(r.module, b, cfg.ttt_steps, cfg.step_weight, r.d2t_index, r.in_draft, r.pg ? &denoms : nullptr);
+  at::autocast::set_cpu_enabled(false);
+  at::autocast::clear_cache();
+  res.loss.backward();
+  if (l.sync) l.sync->finish();  // gradients now summed over the ranks: the global batch's
+  torch::nn::utils::clip_grad_norm_(r.params, cfg.grad_clip);
+  if (r.optim) r.optim->step();
+  if (r.sharded) share_parameters(r);
+  ++r.step;
+  l.train_seconds += std::chrono::duration<double>(clock_type::now() - t0).count();
+  for (auto& s : local) l.tokens += int64_t(s.ids.size());
+  return stop;
+}
+
+// Loss, accuracy and throughput summed over the ranks: the progress line and a metrics record.
+void log_step(Run& r, Loop& l, const TttResult& res) {
+  const TrainConfig& cfg = r.cfg;
+  const int S = cfg.ttt_steps;
+  std::vector<double> c{res.loss.item<double>(), double(l.tokens)};
+  for (int i = 0; i < S; ++i) c.push_back(res.step_correct[size_t(i)]);
+  for (int i = 0; i < S; ++i) c.push_back(res.step_valid[size_t(i)]);
+  sum_over_ranks(r, c);
+  std::vector<double> acc;
+  for (int i = 0; i < S; ++i) acc.push_back(c[size_t(2 + S + i)] > 0 ? c[size_t(2 + i)] / c[size_t(2 + S + i)] : 0);
+  const auto st = l.source.stats();
+  const double el = std::max(1e-9, l.progress.elapsed());
+  const double samples_per_second = double(r.step - l.start_step) * double(r.batch) / el;
+  l.progress.update(r.step, fmt::format("loss {:.3f} | acc {} | lr {:.2e} | {:.0f} tok/s | {:.1f} samples/s | queue {} | "
+                                        "trainer idle {:.0f}%", c[0], fmt_acc(acc), lr_at(cfg, r.step - 1), c[1] / el,
+                                        samples_per_second, st.depth, 100 * st.trainer_wait_seconds / el), 0.0);
+  l.metrics.write({{"kind", "train"}, {"step", r.step}, {"loss", c[0]}, {"accuracy", acc},
+                   {"simulated_acceptance", simulated_acceptance(acc, 3)}, {"lr", lr_at(cfg, r.step - 1)},
+                   {"tokens_per_second", c[1] / el}, {"samples_per_second", samples_per_second},
+                   {"queue_depth", st.depth}, {"trainer_busy", l.train_seconds / el},
+                   {"trainer_idle", st.trainer_wait_seconds / el}, {"workers_busy_seconds", st.worker_busy_seconds},
+                   {"workers_blocked_seconds", st.worker_wait_seconds}, {"ranks", r.world}});
+}
+
+void log_eval(MetricsLog& metrics, int64_t step, const std::vector<double>& acc, const char* what) {
+  spdlog::info("eval {}: per-step accuracy {} | simulated acceptance length (k=3) {:.2f}", what, fmt_acc(acc),
+               simulated_acceptance(acc, 3));
+  metrics.write({{"kind", "eval"}, {"step", step}, {"accuracy", acc}, {"simulated_acceptance", simulated_acceptance(acc, 3)}});
+}
+
+// Steps until the configured count or a stop; checkpoints on save_every, the last step and a stop.
+void train_loop(Run& r, Loop& l, const std::vector<HiddenSample>& eval_hidden) {
+  const TrainConfig& cfg = r.cfg;
   r.module->train();
   while (r.step < cfg.steps) {
     if (r.pg) r.pg->at_step(r.step);
-    std::vector<HiddenSample> local(static_cast<size_t>(per_rank));
-    for (auto& s : local)
-      if (!source->take(&s)) fail("hidden-state stream ended early at sample {}", r.step * batch);
-    const auto t0 = clock_type::now();
-    TttBatch b = make_batch(train_pool, target, local, alignment_of(cfg));
-    // One small all-reduce carries the loss denominators of the global batch and whether any
-    // rank was asked to stop (so all stop after the same step).
-    const bool stop_asked = (hooks.stop_after_steps > 0 && r.step + 1 - start_step >= hooks.stop_after_steps) ||
-                            (hooks.stop_flag && hooks.stop_flag->load());
-    std::vector<double> denoms;  // one rank: ttt_forward counts its own (the same numbers)
-    bool stop = stop_asked;
-    if (r.pg) {
-      denoms = ttt_valid_counts(b, cfg.ttt_steps, r.in_draft);
-      denoms.push_back(stop_asked ? 1 : 0);
-      sum_over_ranks(r, denoms);
-      stop = denoms.back() > 0;
-      denoms.pop_back();
-    }
-    if (r.optim)
-      for (auto& group : r.optim->param_groups())
-        static_cast<torch::optim::AdamWOptions&>(group.options()).lr(lr_at(cfg, r.step));
-    r.module->zero_grad();
-    // bf16 compute: autocast runs the matmuls in BF16 while the weights (and AdamW) stay FP32;
-    // softmax and the loss are computed in FP32 inside ttt_forward either way.
-    at::autocast::set_cpu_enabled(cfg.bf16);
-    at::autocast::set_autocast_cpu_dtype(at::kBFloat16);
-    TttResult res =
-        ttt_forward(r.module, b, cfg.ttt_steps, cfg.step_weight, r.d2t_index, r.in_draft, r.pg ? &denoms : nullptr);
-    at::autocast::set_cpu_enabled(false);
-    at::autocast::clear_cache();
-    res.loss.backward();
-    if (sync) sync->finish();  // gradients now summed over the ranks: the global batch's
-    torch::nn::utils::clip_grad_norm_(r.params, cfg.grad_clip);
-    if (r.optim) r.optim->step();
-    if (r.sharded) share_parameters(r);
-    ++r.step;
-    train_seconds += std::chrono::duration<double>(clock_type::now() - t0).count();
-    for (auto& s : local) tokens += int64_t(s.ids.size());
-    if (r.step % cfg.log_every == 0 || r.step == cfg.steps) {
-      const int S = cfg.ttt_steps;
-      std::vector<double> c{res.loss.item<double>(), double(tokens)};
-      for (int i = 0; i < S; ++i) c.push_back(res.step_correct[size_t(i)]);
-      for (int i = 0; i < S; ++i) c.push_back(res.step_valid[size_t(i)]);
-      sum_over_ranks(r, c);
-      std::vector<double> acc;
-      for (int i = 0; i < S; ++i) acc.push_back(c[size_t(2 + S + i)] > 0 ? c[size_t(2 + i)] / c[size_t(2 + S + i)] : 0);
-      const auto st = source->stats();
-      const double el = std::max(1e-9, progress.elapsed());
-      progress.update(r.step, fmt::format("loss {:.3f} | acc {} | lr {:.2e} | {:.0f} tok/s | {:.1f} samples/s | queue {} | "
-                                          "trainer idle {:.0f}%", c[0], fmt_acc(acc), lr_at(cfg, r.step - 1), c[1] / el,
-                                          double(r.step - start_step) * double(batch) / el, st.depth,
-                                          100 * st.trainer_wait_seconds / el), 0.0);
-      metrics.write({{"kind", "train"}, {"step", r.step}, {"loss", c[0]}, {"accuracy", acc},
-                     {"simulated_acceptance", simulated_acceptance(acc, 3)}, {"lr", lr_at(cfg, r.step - 1)},
-                     {"tokens_per_second", c[1] / el}, {"samples_per_second", double(r.step - start_step) * double(batch) / el},
-                     {"queue_depth", st.depth}, {"trainer_busy", train_seconds / el},
-                     {"trainer_idle", st.trainer_wait_seconds / el}, {"workers_busy_seconds", st.worker_busy_seconds},
-                     {"workers_blocked_seconds", st.worker_wait_seconds}, {"ranks", r.world}});
-    }
-    if (cfg.eval_every > 0 && r.step % cfg.eval_every == 0 && r.step < cfg.steps) {
-      const auto acc = evaluate(r, eval_hidden);
-      spdlog::info("eval at step {}: accuracy {} | simulated acceptance length (k=3) {:.2f}", r.step, fmt_acc(acc),
-                   simulated_acceptance(acc, 3));
-      metrics.write({{"kind", "eval"}, {"step", r.step}, {"accuracy", acc}, {"simulated_acceptance", simulated_acceptance(acc, 3)}});
-    }
+    TttResult res;
+    const bool stop = train_step(r, l, res);
+    if (r.step % cfg.log_every == 0 || r.step == cfg.steps) log_step(r, l, res);
+    if (cfg.eval_every > 0 && r.step % cfg.eval_every == 0 && r.step < cfg.steps)
+      log_eval(l.metrics, r.step, evaluate(r, eval_hidden), fmt::format("at step {}", r.step).c_str());
     if (r.step % cfg.save_every == 0 || r.step == cfg.steps || stop) save_checkpoint(r);
     if (stop) {
       spdlog::info("stopping at step {} (checkpoint saved; run again to resume)", r.step);
       break;
     }
   }
-  source->stop();
-  sync.reset();
-  sum.stream = source->stats();
+}
+
+// The final evaluation, the peak memory, the curves and (after the last step) the export.
+TrainSummary finish_training(Run& r, Loop& l, const std::vector<HiddenSample>& eval_hidden, clock_type::time_point wall0) {
+  const TrainConfig& cfg = r.cfg;
+  TrainSummary sum;
+  sum.stream = l.source.stats();
   sum.steps_done = r.step;
-  sum.train_seconds = train_seconds;
+  sum.train_seconds = l.train_seconds;
   sum.wall_seconds = std::chrono::duration<double>(clock_type::now() - wall0).count();
-  const double loop_seconds = progress.elapsed();
-  sum.trainer_busy_fraction = loop_seconds > 0 ? train_seconds / loop_seconds : 0;
+  const double loop_seconds = l.progress.elapsed();
+  sum.trainer_busy_fraction = loop_seconds > 0 ? l.train_seconds / loop_seconds : 0;
   sum.eval_accuracy = evaluate(r, eval_hidden);
   sum.eval_simulated_acceptance = simulated_acceptance(sum.eval_accuracy, 3);
-  spdlog::info("eval (held-out {} samples): per-step accuracy {} | simulated acceptance length (k=3) {:.2f}",
-               r.eval.size(), fmt_acc(sum.eval_accuracy), sum.eval_simulated_acceptance);
-  metrics.write({{"kind", "eval"}, {"step", r.step}, {"accuracy", sum.eval_accuracy},
-                 {"simulated_acceptance", sum.eval_simulated_acceptance}});
+  log_eval(l.metrics, r.step, sum.eval_accuracy, fmt::format("(held-out {} samples)", r.eval.size()).c_str());
   // Also the ranks' last meeting: none leaves while the others still need it.
-  metrics.write({{"kind", "memory"}, {"step", r.step}, {"peak_rss_mb_per_rank", per_rank_values(r, peak_rss_mb())}});
+  l.metrics.write({{"kind", "memory"}, {"step", r.step}, {"peak_rss_mb_per_rank", per_rank_values(r, peak_rss_mb())}});
   if (r.main()) {
-    write_curves_svg(metrics.path(), cfg.output_dir + "/curves.svg");
+    write_curves_svg(l.metrics.path(), cfg.output_dir + "/curves.svg");
     if (r.step >= cfg.steps) {
       write_draft_export(cfg.export_dir(), make_export(r), cfg.key_style);
       sum.export_dir = cfg.export_dir();
@@ -565,6 +600,39 @@ TrainSummary run_training(const TrainConfig& config, const TrainHooks& hooks) {
                sum.stream.produced, sum.stream.consumed, 100 * sum.trainer_busy_fraction, sum.stream.worker_busy_seconds,
                sum.stream.worker_wait_seconds);
   return sum;
+}
+}  // namespace
+
+TrainSummary run_training(const TrainConfig& config, const TrainHooks& hooks) {
+  const auto wall0 = clock_type::now();
+  TrainConfig cfg = config;  // num_epochs turns into steps once the data is known
+  EAGLET_CHECK(cfg.device == "cpu" || torch::cuda::is_available(),
+               "training.device '{}' needs a CUDA build of libtorch; this one is CPU-only", cfg.device);
+  const DistEnv env = DistEnv::from_environment();
+  ThreadPool inference_pool(cfg.inference_threads);  // every target forward: regeneration, hidden states, eval
+  torch::set_num_threads(cfg.train_threads);
+  ThreadPool train_pool(cfg.train_threads);
+  Run r{cfg, load_bundle(cfg.target)};
+  r.train_pool = &train_pool;
+  const int64_t per_rank = join_ranks(r, env);
+  spdlog::info("target: {}", r.bundle.label());
+  if (const int steps = load_data(r, inference_pool); steps > 0) cfg.steps = steps;
+  build_draft(r);
+  MetricsLog metrics(r.main() ? cfg.output_dir + "/metrics.jsonl" : "");
+  report_memory(r, metrics, per_rank);
+
+  std::vector<TrainSample> mine = rank_samples(r, per_rank);
+  std::unique_ptr<HiddenSource> source = open_hidden_source(r, env, inference_pool, mine, per_rank);
+  std::vector<HiddenSample> eval_hidden;  // this rank's share of the held-out samples
+  for (size_t i = size_t(r.rank); i < r.eval.size(); i += size_t(r.world))
+    eval_hidden.push_back(compute_hidden(inference_pool, *r.bundle.model, r.eval[i], r.aux));
+  std::unique_ptr<GradientSync> sync;
+  if (r.pg) sync = std::make_unique<GradientSync>(*r.pg, r.params);
+  Loop l{*source, sync.get(), hooks, per_rank, r.step, metrics, Progress("train step", cfg.steps, r.step)};
+  train_loop(r, l, eval_hidden);
+  source->stop();
+  sync.reset();
+  return finish_training(r, l, eval_hidden, wall0);
 }
 
 DraftModuleOptions draft_module_options(const TrainConfig& c, const ModelConfig& t) { return module_options(c, t); }
