@@ -122,27 +122,44 @@ Tokenizer Tokenizer::build(const json& tj, const std::string& where, const json&
   const std::string type = model.value("type", "BPE");
   if (type != "BPE") fail("{}: tokenizer model type '{}' is not supported (only BPE)", where, type);
   if (!model.contains("vocab") || !model["vocab"].is_object()) fail("{}: missing field 'model.vocab'", where);
+  const auto pre = flatten(tj.value("pre_tokenizer", json()), "pretokenizers");
+  const bool spm_space = t.read_modes(model, pre, flatten(tj.value("decoder", json()), "decoders"));
+  const std::vector<AddedToken> added = t.read_vocab(tj, where, spm_space);
+  t.read_merges(model, where);
+  t.read_normalizers(flatten(tj.value("normalizer", json()), "normalizers"), where);
+  t.read_pre_tokenizers(pre, where);
+  for (auto& a : added) t.add_added_token(a.content, a.id, a.special);
+  t.read_bos_eos(tj, cfg);
+  t.finish_load();
+  return t;
+}
 
-  // Decide how vocabulary strings map to bytes: byte-level if any pre-tokenizer or decoder says so.
-  auto pre = flatten(tj.value("pre_tokenizer", json()), "pretokenizers");
-  auto decoders = flatten(tj.value("decoder", json()), "decoders");
-  for (auto& p : pre) t.byte_level_ |= p.value("type", "") == "ByteLevel";
-  for (auto& d : decoders) t.byte_level_ |= d.value("type", "") == "ByteLevel";
+// How vocabulary strings map to bytes: byte-level if any pre-tokenizer or decoder says so; else
+// SentencePiece-style, where the decoders say whether U+2581 stands for a space (returned) and
+// whether a leading space is stripped.
+bool Tokenizer::read_modes(const json& model, const std::vector<json>& pre, const std::vector<json>& decoders) {
+  for (auto& p : pre) byte_level_ |= p.value("type", "") == "ByteLevel";
+  for (auto& d : decoders) byte_level_ |= d.value("type", "") == "ByteLevel";
   bool spm_space = false;
   for (auto& d : decoders) {
     const std::string dt = d.value("type", "");
     if (dt == "Replace" && d.contains("pattern") && d["pattern"].value("String", "") == kSpmSpace) spm_space = true;
     if (dt == "Metaspace") spm_space = true;
-    if (dt == "Strip" && d.value("start", 0) > 0 && d.value("content", "") == " ") t.strip_leading_space_ = true;
-    if (dt == "Metaspace" && d.value("prepend_scheme", "always") != "never") t.strip_leading_space_ = true;
+    if (dt == "Strip" && d.value("start", 0) > 0 && d.value("content", "") == " ") strip_leading_space_ = true;
+    if (dt == "Metaspace" && d.value("prepend_scheme", "always") != "never") strip_leading_space_ = true;
   }
-  t.byte_fallback_ = model.value("byte_fallback", false);
-  t.ignore_merges_ = model.value("ignore_merges", false);
-  t.fuse_unk_ = model.value("fuse_unk", false);
+  byte_fallback_ = model.value("byte_fallback", false);
+  ignore_merges_ = model.value("ignore_merges", false);
+  fuse_unk_ = model.value("fuse_unk", false);
+  return spm_space;
+}
 
-  // Token ids index tables sized by the largest id, so they are checked before anything is
-  // allocated: a negative id would write before the table, a huge one allocate gigabytes.
-  const json& vocab = model["vocab"];
+// The vocabulary's id tables; returns the added tokens, which are registered once the
+// pre-tokenizers exist. Token ids index tables sized by the largest id, so they are checked
+// before anything is allocated: a negative id would write before the table, a huge one allocate
+// gigabytes.
+std::vector<Tokenizer::AddedToken> Tokenizer::read_vocab(const json& tj, const std::string& where, bool spm_space) {
+  const json& vocab = tj["model"]["vocab"];
   const json no_added = json::array();
   const json& added = tj.contains("added_tokens") && !tj["added_tokens"].is_null() ? tj["added_tokens"] : no_added;
   if (!added.is_array()) fail("{}: 'added_tokens' must be a list", where);
@@ -164,8 +181,7 @@ Tokenizer Tokenizer::build(const json& tj, const std::string& where, const json&
     vocab_ids.emplace_back(&key, checked_id(v, [&] { return "model.vocab['" + key + "']"; }));
     max_id = std::max(max_id, vocab_ids.back().second);
   }
-  struct Added { std::string content; int id; bool special; };
-  std::vector<Added> added_tokens;
+  std::vector<AddedToken> added_tokens;
   for (size_t i = 0; i < added.size(); ++i) {
     const json& a = added[i];
     auto what = [i] { return fmt::format("added_tokens[{}]", i); };
@@ -177,115 +193,128 @@ Tokenizer Tokenizer::build(const json& tj, const std::string& where, const json&
     added_tokens.push_back({a["content"].get<std::string>(), checked_id(a["id"], what), special.get<bool>()});
     max_id = std::max(max_id, added_tokens.back().id);
   }
-  t.id_to_bytes_.assign(size_t(max_id + 1), "");
-  t.is_special_.assign(size_t(max_id + 1), false);
-  for (auto& [key, id] : vocab_ids) {
-    const std::string& k = *key;
-    std::string bytes;
-    if (t.byte_level_) {
-      if (!byte_level_decode(k, &bytes)) bytes = k;
-    } else {
-      bytes = k;
-      const int b = parse_byte_token(k);
-      if (b >= 0) t.byte_token_[b] = id;
-    }
-    t.bytes_to_id_[bytes] = id;
-    if (!t.byte_level_) {
-      std::string shown = k;
-      const int b = parse_byte_token(k);
-      if (b >= 0 && t.byte_fallback_) shown = std::string(1, char(b));
-      else if (spm_space) shown = replace_all(shown, kSpmSpace, " ");
-      t.id_to_bytes_[size_t(id)] = shown;
-    } else {
-      t.id_to_bytes_[size_t(id)] = bytes;
-    }
-  }
+  id_to_bytes_.assign(size_t(max_id + 1), "");
+  is_special_.assign(size_t(max_id + 1), false);
+  for (auto& [key, id] : vocab_ids) add_vocab_entry(*key, id, spm_space);
+  const json& model = tj["model"];
   if (model.contains("unk_token") && model["unk_token"].is_string()) {
     auto it = vocab.find(model["unk_token"].get<std::string>());
-    if (it != vocab.end()) t.unk_id_ = it->get<int>();  // checked above
+    if (it != vocab.end()) unk_id_ = it->get<int>();  // checked above
   }
-  if (model.contains("merges") && !model["merges"].is_null()) {
-    if (!model["merges"].is_array()) fail("{}: model.merges must be a list", where);
-    int rank = 0;
-    for (auto& m : model["merges"]) {
-      std::string a, b;
-      if (m.is_string()) {
-        const std::string s = m.get<std::string>();
-        const size_t sp = s.find(' ', 1);
-        if (sp == std::string::npos) fail("{}: malformed merge '{}' in model.merges", where, s);
-        a = s.substr(0, sp);
-        b = s.substr(sp + 1);
-      } else if (m.is_array() && m.size() == 2 && m[0].is_string() && m[1].is_string()) {
-        a = m[0].get<std::string>();
-        b = m[1].get<std::string>();
-      } else {
-        fail("{}: malformed entry {} in model.merges (a \"left right\" string or a pair of strings)", where, rank);
-      }
-      auto ia = vocab.find(a), ib = vocab.find(b), im = vocab.find(a + b);
-      if (ia == vocab.end() || ib == vocab.end() || im == vocab.end()) { ++rank; continue; }
-      t.merges_.emplace(pair_key(ia->get<int>(), ib->get<int>()), std::make_pair(rank++, im->get<int>()));
-    }
-  }
+  return added_tokens;
+}
 
-  for (auto& n : flatten(tj.value("normalizer", json()), "normalizers")) {
+// One vocabulary string: the bytes it encodes and the text it decodes to.
+void Tokenizer::add_vocab_entry(const std::string& k, int id, bool spm_space) {
+  if (byte_level_) {
+    std::string bytes;
+    if (!byte_level_decode(k, &bytes)) bytes = k;
+    bytes_to_id_[bytes] = id;
+    id_to_bytes_[size_t(id)] = bytes;
+    return;
+  }
+  const int b = parse_byte_token(k);
+  if (b >= 0) byte_token_[b] = id;
+  bytes_to_id_[k] = id;
+  std::string shown = k;
+  if (b >= 0 && byte_fallback_) shown = std::string(1, char(b));
+  else if (spm_space) shown = replace_all(shown, kSpmSpace, " ");
+  id_to_bytes_[size_t(id)] = shown;
+}
+
+// Merges as "left right" strings or pairs, ranked in order; one whose parts or result are not in
+// the vocabulary keeps its rank and is never applied.
+void Tokenizer::read_merges(const json& model, const std::string& where) {
+  if (!model.contains("merges") || model["merges"].is_null()) return;
+  if (!model["merges"].is_array()) fail("{}: model.merges must be a list", where);
+  const json& vocab = model["vocab"];
+  int rank = 0;
+  for (auto& m : model["merges"]) {
+    std::string a, b;
+    if (m.is_string()) {
+      const std::string s = m.get<std::string>();
+      const size_t sp = s.find(' ', 1);
+      if (sp == std::string::npos) fail("{}: malformed merge '{}' in model.merges", where, s);
+      a = s.substr(0, sp);
+      b = s.substr(sp + 1);
+    } else if (m.is_array() && m.size() == 2 && m[0].is_string() && m[1].is_string()) {
+      a = m[0].get<std::string>();
+      b = m[1].get<std::string>();
+    } else {
+      fail("{}: malformed entry {} in model.merges (a \"left right\" string or a pair of strings)", where, rank);
+    }
+    auto ia = vocab.find(a), ib = vocab.find(b), im = vocab.find(a + b);
+    if (ia == vocab.end() || ib == vocab.end() || im == vocab.end()) {
+      ++rank;
+      continue;
+    }
+    merges_.emplace(pair_key(ia->get<int>(), ib->get<int>()), std::make_pair(rank++, im->get<int>()));
+  }
+}
+
+void Tokenizer::read_normalizers(const std::vector<json>& normalizers, const std::string& where) {
+  for (auto& n : normalizers) {
     const std::string nt = n.value("type", "");
-    if (nt == "Prepend") t.normalizers_.push_back({Step::Prepend, n.value("prepend", ""), "", false, nullptr});
+    if (nt == "Prepend") normalizers_.push_back({Step::Prepend, n.value("prepend", ""), "", false, nullptr});
     else if (nt == "Replace") {
       if (!n.contains("pattern") || !n["pattern"].contains("String"))
         fail("{}: Replace normalizer with a regex pattern is not supported", where);
-      t.normalizers_.push_back({Step::Replace, n["pattern"]["String"].get<std::string>(), n.value("content", ""), false, nullptr});
+      normalizers_.push_back({Step::Replace, n["pattern"]["String"].get<std::string>(), n.value("content", ""), false, nullptr});
     } else if (nt == "NFC" || nt == "NFD" || nt == "NFKC" || nt == "NFKD") {
-      t.normalizers_.push_back({Step::Normalize, nt, "", false, nullptr});
+      normalizers_.push_back({Step::Normalize, nt, "", false, nullptr});
     } else {
       fail("{}: normalizer '{}' is not supported", where, nt);
     }
   }
+}
+
+void Tokenizer::read_pre_tokenizers(const std::vector<json>& pre, const std::string& where) {
   for (auto& p : pre) {
     const std::string pt = p.value("type", "");
     if (pt == "ByteLevel") {
       Step s{Step::ByteLevel, "", "", p.value("add_prefix_space", false), nullptr};
       if (p.value("use_regex", true)) s.regex = std::make_shared<RegexSplitter>(kGpt2SplitPattern);
-      t.pre_tokenizers_.push_back(s);
+      pre_tokenizers_.push_back(s);
     } else if (pt == "Split") {
       if (!p.contains("pattern") || !p["pattern"].contains("Regex"))
         fail("{}: Split pre-tokenizer needs a Regex pattern", where);
       if (p.value("behavior", "Isolated") != "Isolated" || p.value("invert", false))
         fail("{}: Split pre-tokenizer behaviour '{}' is not supported", where, p.value("behavior", ""));
-      t.pre_tokenizers_.push_back({Step::SplitRegex, "", "", false,
-                                   std::make_shared<RegexSplitter>(p["pattern"]["Regex"].get<std::string>())});
+      pre_tokenizers_.push_back({Step::SplitRegex, "", "", false,
+                                 std::make_shared<RegexSplitter>(p["pattern"]["Regex"].get<std::string>())});
     } else if (pt == "Metaspace") {
-      t.pre_tokenizers_.push_back({Step::Metaspace, p.value("replacement", kSpmSpace),
-                                   p.value("prepend_scheme", "always"), p.value("split", true), nullptr});
+      pre_tokenizers_.push_back({Step::Metaspace, p.value("replacement", kSpmSpace), p.value("prepend_scheme", "always"),
+                                 p.value("split", true), nullptr});
     } else {
       fail("{}: pre-tokenizer '{}' is not supported", where, pt);
     }
   }
-  for (auto& a : added_tokens) t.add_added_token(a.content, a.id, a.special);
+}
 
-  // BOS/EOS: tokenizer_config.json first, then the post-processor template.
-  if (cfg.contains("bos_token")) t.bos_id_ = t.token_id(special_token_text(cfg["bos_token"]));
+// BOS/EOS: tokenizer_config.json first, then the post-processor template (whose leading special
+// token, if any, is the BOS it adds).
+void Tokenizer::read_bos_eos(const json& tj, const json& cfg) {
+  if (cfg.contains("bos_token")) bos_id_ = token_id(special_token_text(cfg["bos_token"]));
   if (cfg.contains("eos_token")) {
-    const int e = t.token_id(special_token_text(cfg["eos_token"]));
-    if (e >= 0) t.eos_ids_.push_back(e);
+    const int e = token_id(special_token_text(cfg["eos_token"]));
+    if (e >= 0) eos_ids_.push_back(e);
   }
   bool template_bos = false;
   for (auto& pp : flatten(tj.value("post_processor", json()), "processors")) {
     if (pp.value("type", "") != "TemplateProcessing" || !pp.contains("single")) continue;
     for (auto& item : pp["single"]) {
       if (item.contains("SpecialToken")) {
-        const int id = t.token_id(item["SpecialToken"].value("id", ""));
+        const int id = token_id(item["SpecialToken"].value("id", ""));
         if (id >= 0) {
-          if (t.bos_id_ < 0) t.bos_id_ = id;
-          template_bos = id == t.bos_id_;
+          if (bos_id_ < 0) bos_id_ = id;
+          template_bos = id == bos_id_;
         }
       }
       break;  // only a leading special token counts as BOS
     }
   }
-  t.add_bos_ = cfg.contains("add_bos_token") && cfg["add_bos_token"].is_boolean() ? cfg["add_bos_token"].get<bool>()
-                                                                                     : template_bos;
-  t.finish_load();
-  return t;
+  add_bos_ = cfg.contains("add_bos_token") && cfg["add_bos_token"].is_boolean() ? cfg["add_bos_token"].get<bool>()
+                                                                                 : template_bos;
 }
 
 Tokenizer Tokenizer::from_tiktoken(const std::string& ranks_path, const std::string& pattern,

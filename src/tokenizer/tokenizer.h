@@ -71,6 +71,20 @@ class Tokenizer {
   };
   void encode_segment(std::string_view segment, bool first, size_t max_tokens, std::vector<int>* out) const;
   void encode_piece(const std::string& piece, std::vector<int>* out) const;
+  // The steps of build(), in order.
+  struct AddedToken {
+    std::string content;
+    int id;
+    bool special;
+  };
+  bool read_modes(const nlohmann::json& model, const std::vector<nlohmann::json>& pre,
+                  const std::vector<nlohmann::json>& decoders);
+  std::vector<AddedToken> read_vocab(const nlohmann::json& tj, const std::string& where, bool spm_space);
+  void add_vocab_entry(const std::string& key, int id, bool spm_space);
+  void read_merges(const nlohmann::json& model, const std::string& where);
+  void read_normalizers(const std::vector<nlohmann::json>& normalizers, const std::string& where);
+  void read_pre_tokenizers(const std::vector<nlohmann::json>& pre, const std::string& where);
+  void read_bos_eos(const nlohmann::json& tj, const nlohmann::json& cfg);
   void add_added_token(const std::string& content, int id, bool special);
   void finish_load();
 
