@@ -26,6 +26,9 @@ namespace {
 using clock_type = std::chrono::steady_clock;
 
 // Copies every parameter and buffer of `src` into `dst` (same options).
+// Captured traffic is aligned as TorchSpec aligns its loss mask.
+constexpr LossMaskAlignment kAlignment = LossMaskAlignment::TorchSpec;
+
 void copy_weights(DraftModule& dst, const DraftModule& src) {
   torch::NoGradGuard ng;
   auto d = dst->named_parameters(), s = src->named_parameters();
@@ -221,135 +224,17 @@ void OnlineTrainer::run() {
   if (opts_.nice != 0) setpriority(PRIO_PROCESS, pid_t(syscall(SYS_gettid)), opts_.nice);
   torch::set_num_threads(opts_.threads);
   ThreadPool pool(opts_.threads);
-  State& s = *st_;
-  const auto align = LossMaskAlignment::TorchSpec;
   int64_t saved_step = stats().steps;
-  for (;;) {
-    std::vector<CapturedSequence> arrived;
-    std::string reset_dir;
-    int reset_version = -1;
-    {
-      std::unique_lock<std::mutex> lk(mu_);
-      if (stop_) break;
-      arrived.assign(std::make_move_iterator(queue_.begin()), std::make_move_iterator(queue_.end()));
-      queue_.clear();
-      std::swap(reset_dir, reset_dir_);
-      std::swap(reset_version, reset_version_);
-    }
-    if (!reset_dir.empty()) {  // a rollback: train on from the weights now serving
-      TrainableDraft back = load_trainable_draft(reset_dir, target_);
-      copy_weights(s.draft.module, back.module);
-      copy_weights(s.serving, back.module);
-      s.optim = std::make_unique<torch::optim::AdamW>(make_optimizer(s.params, opts_.lr));
-      std::lock_guard<std::mutex> lk(mu_);
-      stats_.serving_version = reset_version;
-      spdlog::info("online training restarts from draft version {} ({})", reset_version, reset_dir);
-    }
-    for (auto& c : arrived) {  // a share is held back for the guard; the rest is trained on
-      HiddenSample h = to_hidden(std::move(c));
-      if (std::uniform_real_distribution<double>(0, 1)(s.rng) < opts_.eval_share) {
-        if (int(s.eval.size()) < opts_.eval_samples) s.eval.push_back(std::move(h));
-        else s.eval[s.eval_next++ % s.eval.size()] = std::move(h);
-      } else {
-        s.fresh.push_back(std::move(h));
-      }
-    }
-    const size_t B = size_t(opts_.batch_size);
-    if ((hooks_.busy && hooks_.busy()) || s.fresh.size() + s.replay.size() < B) {
+  while (take_arrivals()) {
+    State& s = *st_;
+    if ((hooks_.busy && hooks_.busy()) || s.fresh.size() + s.replay.size() < size_t(opts_.batch_size)) {
       std::unique_lock<std::mutex> lk(mu_);
       cv_.wait_for(lk, std::chrono::milliseconds(50), [&] { return stop_ || !queue_.empty(); });
       continue;
     }
-
-    // The batch: the newest traffic first (up to half), the rest drawn from the reservoir (by
-    // pointer: a sample is [T, 4H] floats, not to be copied per step).
-    std::vector<HiddenSample> trained_fresh;
-    const size_t from_fresh = s.replay.size() < B ? std::min(B, s.fresh.size()) : std::min((B + 1) / 2, s.fresh.size());
-    for (size_t i = 0; i < from_fresh; ++i) {
-      trained_fresh.push_back(std::move(s.fresh.front()));
-      s.fresh.pop_front();
-    }
-    std::vector<const HiddenSample*> batch;
-    for (const HiddenSample& h : trained_fresh) batch.push_back(&h);
-    while (batch.size() < B)  // (the reservoir is not empty here: fresh + replay >= B)
-      batch.push_back(&s.replay[std::uniform_int_distribution<size_t>(0, s.replay.size() - 1)(s.rng)]);
-
     const auto t0 = clock_type::now();
-    const int64_t step = stats().steps;
-    const double lr = opts_.lr * std::min(1.0, double(step + 1) / double(std::max(1, opts_.warmup)));
-    for (auto& group : s.optim->param_groups()) static_cast<torch::optim::AdamWOptions&>(group.options()).lr(lr);
-    s.draft.module->train();
-    s.draft.module->zero_grad();
-    TttResult res = ttt_forward(s.draft.module, make_batch(pool, target_, batch, align), opts_.ttt_steps,
-                                opts_.step_weight, s.draft.d2t_index, s.draft.in_draft);
-    res.loss.backward();
-    torch::nn::utils::clip_grad_norm_(s.params, opts_.grad_clip);
-    s.optim->step();
-    for (auto& h : trained_fresh) {  // reservoir sampling over everything trained on
-      ++s.reservoir_seen;
-      if (int(s.replay.size()) < opts_.replay_size) {
-        s.replay.push_back(std::move(h));
-      } else {
-        const auto j = std::uniform_int_distribution<int64_t>(0, s.reservoir_seen - 1)(s.rng);
-        if (j < opts_.replay_size) s.replay[size_t(j)] = std::move(h);
-      }
-    }
-    OnlineTrainStats now;
-    {
-      std::lock_guard<std::mutex> lk(mu_);
-      ++stats_.steps;
-      stats_.samples_trained += int64_t(trained_fresh.size());
-      now = stats_;
-    }
-    if (now.steps % 25 == 0)
-      s.log.write({{"kind", "train"}, {"step", now.steps}, {"loss", res.loss.item<double>()}, {"lr", lr},
-                   {"samples_seen", now.samples_seen}, {"samples_trained", now.samples_trained},
-                   {"dropped", now.dropped}, {"replay", s.replay.size()}, {"held_back", s.eval.size()}});
-
-    if (now.steps % opts_.eval_every == 0) {
-      if (int(s.eval.size()) < opts_.min_eval_samples) {
-        spdlog::info("online training: step {}, {} held-back samples (fewer than {}): no candidate yet", now.steps,
-                     s.eval.size(), opts_.min_eval_samples);
-      } else {
-        DraftModule cand = s.draft.module;
-        if (opts_.poison > 0) {  // a deliberately broken candidate (tests of the guard)
-          cand = clone_module(s.draft.module);
-          torch::NoGradGuard ng;
-          for (auto& p : cand->parameters()) p.add_(torch::randn_like(p) * opts_.poison);
-        }
-        const int k = opts_.ttt_steps;
-        const double serving = simulated_acceptance(
-            ttt_accuracy(s.serving, s.draft.d2t_index, s.draft.in_draft, pool, target_, s.eval, k, int(B), align), k);
-        const double candidate = simulated_acceptance(ttt_accuracy(cand, s.draft.d2t_index, s.draft.in_draft, pool, target_, s.eval, k, int(B), align), k);
-        bool installed = false;
-        Candidate c{"", 0, serving, candidate, now.steps};
-        if (candidate >= serving + opts_.min_gain) {
-          c.version = s.next_version++;
-          c.dir = opts_.dir + "/v" + std::to_string(c.version);
-          // Exported aside, flushed, then renamed: a version folder is whole or absent.
-          fs::remove_all(c.dir + ".tmp");
-          write_draft_export(c.dir + ".tmp", export_module(cand, target_.config(), s.draft.aux_layers, s.draft.vocab_map), "midlayer");
-          fsync_folder(c.dir + ".tmp");
-          rename_durably(c.dir + ".tmp", c.dir);
-          crash_point("version-exported");
-          installed = hooks_.install && hooks_.install(c);  // DraftVersions records it in versions.json
-          if (installed) copy_weights(s.serving, cand);
-        }
-        spdlog::info("online training: step {}: candidate {:.3f} vs serving {:.3f} (simulated acceptance, {} held-back "
-                     "samples): {}", now.steps, candidate, serving, s.eval.size(),
-                     installed ? fmt::format("swapped in as version {}", c.version) : "rejected by the guard");
-        s.log.write({{"kind", "guard"}, {"step", now.steps}, {"serving", serving}, {"candidate", candidate},
-                     {"installed", installed}, {"version", installed ? c.version : now.serving_version},
-                     {"held_back", s.eval.size()}});
-        std::lock_guard<std::mutex> lk(mu_);
-        ++stats_.candidates;
-        (installed ? stats_.accepted : stats_.rejected) += 1;
-        if (installed) stats_.serving_version = c.version;
-        stats_.last_serving_score = serving;
-        stats_.last_candidate_score = candidate;
-        now = stats_;
-      }
-    }
+    OnlineTrainStats now = train_step(pool);
+    if (now.steps % opts_.eval_every == 0) now = judge_candidate(pool, now);
     const double since_save = std::chrono::duration<double>(clock_type::now() - s.last_save).count();
     if (now.steps % opts_.save_every == 0 || since_save >= opts_.save_every_seconds) {
       save();
@@ -363,6 +248,142 @@ void OnlineTrainer::run() {
     cv_.wait_for(lk, std::chrono::duration<double>(pause), [&] { return stop_; });
   }
   if (stats().steps > saved_step) save();
+}
+
+// What arrived since the last call: a rollback first (train on from the weights now serving),
+// then the captured sequences, a share held back for the guard and the rest queued for training.
+// False once stopped.
+bool OnlineTrainer::take_arrivals() {
+  State& s = *st_;
+  std::vector<CapturedSequence> arrived;
+  std::string reset_dir;
+  int reset_version = -1;
+  {
+    std::unique_lock<std::mutex> lk(mu_);
+    if (stop_) return false;
+    arrived.assign(std::make_move_iterator(queue_.begin()), std::make_move_iterator(queue_.end()));
+    queue_.clear();
+    std::swap(reset_dir, reset_dir_);
+    std::swap(reset_version, reset_version_);
+  }
+  if (!reset_dir.empty()) {
+    TrainableDraft back = load_trainable_draft(reset_dir, target_);
+    copy_weights(s.draft.module, back.module);
+    copy_weights(s.serving, back.module);
+    s.optim = std::make_unique<torch::optim::AdamW>(make_optimizer(s.params, opts_.lr));
+    std::lock_guard<std::mutex> lk(mu_);
+    stats_.serving_version = reset_version;
+    spdlog::info("online training restarts from draft version {} ({})", reset_version, reset_dir);
+  }
+  for (auto& c : arrived) {
+    HiddenSample h = to_hidden(std::move(c));
+    if (std::uniform_real_distribution<double>(0, 1)(s.rng) < opts_.eval_share) {
+      if (int(s.eval.size()) < opts_.eval_samples) s.eval.push_back(std::move(h));
+      else s.eval[s.eval_next++ % s.eval.size()] = std::move(h);
+    } else {
+      s.fresh.push_back(std::move(h));
+    }
+  }
+  return true;
+}
+
+// One optimiser step. The batch: the newest traffic first (up to half), the rest drawn from the
+// reservoir (by pointer: a sample is [T, 4H] floats, not to be copied per step); what was fresh
+// then joins the reservoir.
+OnlineTrainStats OnlineTrainer::train_step(ThreadPool& pool) {
+  State& s = *st_;
+  const size_t B = size_t(opts_.batch_size);
+  std::vector<HiddenSample> trained_fresh;
+  const size_t from_fresh = s.replay.size() < B ? std::min(B, s.fresh.size()) : std::min((B + 1) / 2, s.fresh.size());
+  for (size_t i = 0; i < from_fresh; ++i) {
+    trained_fresh.push_back(std::move(s.fresh.front()));
+    s.fresh.pop_front();
+  }
+  std::vector<const HiddenSample*> batch;
+  for (const HiddenSample& h : trained_fresh) batch.push_back(&h);
+  while (batch.size() < B)  // (the reservoir is not empty here: fresh + replay >= B)
+    batch.push_back(&s.replay[std::uniform_int_distribution<size_t>(0, s.replay.size() - 1)(s.rng)]);
+  const double lr = opts_.lr * std::min(1.0, double(stats().steps + 1) / double(std::max(1, opts_.warmup)));
+  for (auto& group : s.optim->param_groups()) static_cast<torch::optim::AdamWOptions&>(group.options()).lr(lr);
+  s.draft.module->train();
+  s.draft.module->zero_grad();
+  TttResult res = ttt_forward(s.draft.module, make_batch(pool, target_, batch, kAlignment), opts_.ttt_steps,
+                              opts_.step_weight, s.draft.d2t_index, s.draft.in_draft);
+  res.loss.backward();
+  torch::nn::utils::clip_grad_norm_(s.params, opts_.grad_clip);
+  s.optim->step();
+  for (auto& h : trained_fresh) {  // reservoir sampling over everything trained on
+    ++s.reservoir_seen;
+    if (int(s.replay.size()) < opts_.replay_size) {
+      s.replay.push_back(std::move(h));
+    } else {
+      const auto j = std::uniform_int_distribution<int64_t>(0, s.reservoir_seen - 1)(s.rng);
+      if (j < opts_.replay_size) s.replay[size_t(j)] = std::move(h);
+    }
+  }
+  OnlineTrainStats now;
+  {
+    std::lock_guard<std::mutex> lk(mu_);
+    ++stats_.steps;
+    stats_.samples_trained += int64_t(trained_fresh.size());
+    now = stats_;
+  }
+  if (now.steps % 25 == 0)
+    s.log.write({{"kind", "train"}, {"step", now.steps}, {"loss", res.loss.item<double>()}, {"lr", lr},
+                 {"samples_seen", now.samples_seen}, {"samples_trained", now.samples_trained},
+                 {"dropped", now.dropped}, {"replay", s.replay.size()}, {"held_back", s.eval.size()}});
+  return now;
+}
+
+// The guard: the module now against the serving weights on the held-back traffic (simulated
+// acceptance); a candidate at least min_gain better is exported as the next version and offered
+// to the server. Returns the stats after the decision.
+OnlineTrainStats OnlineTrainer::judge_candidate(ThreadPool& pool, const OnlineTrainStats& now) {
+  State& s = *st_;
+  if (int(s.eval.size()) < opts_.min_eval_samples) {
+    spdlog::info("online training: step {}, {} held-back samples (fewer than {}): no candidate yet", now.steps,
+                 s.eval.size(), opts_.min_eval_samples);
+    return now;
+  }
+  DraftModule cand = s.draft.module;
+  if (opts_.poison > 0) {  // a deliberately broken candidate (tests of the guard)
+    cand = clone_module(s.draft.module);
+    torch::NoGradGuard ng;
+    for (auto& p : cand->parameters()) p.add_(torch::randn_like(p) * opts_.poison);
+  }
+  const int k = opts_.ttt_steps, B = opts_.batch_size;
+  auto score = [&](DraftModule& m) {
+    return simulated_acceptance(ttt_accuracy(m, s.draft.d2t_index, s.draft.in_draft, pool, target_, s.eval, k, B, kAlignment), k);
+  };
+  const double serving = score(s.serving), candidate = score(cand);
+  Candidate c{"", 0, serving, candidate, now.steps};
+  // Exported aside, flushed, then renamed (a version folder is whole or absent) and offered to the
+  // server; installed, DraftVersions records it in versions.json.
+  auto offer = [&] {
+    c.version = s.next_version++;
+    c.dir = opts_.dir + "/v" + std::to_string(c.version);
+    fs::remove_all(c.dir + ".tmp");
+    write_draft_export(c.dir + ".tmp", export_module(cand, target_.config(), s.draft.aux_layers, s.draft.vocab_map), "midlayer");
+    fsync_folder(c.dir + ".tmp");
+    rename_durably(c.dir + ".tmp", c.dir);
+    crash_point("version-exported");
+    return hooks_.install && hooks_.install(c);
+  };
+  const bool installed = candidate >= serving + opts_.min_gain && offer();
+  if (installed) copy_weights(s.serving, cand);
+  spdlog::info("online training: step {}: candidate {:.3f} vs serving {:.3f} (simulated acceptance, {} held-back "
+               "samples): {}", now.steps, candidate, serving, s.eval.size(),
+               installed ? fmt::format("swapped in as version {}", c.version) : "rejected by the guard");
+  s.log.write({{"kind", "guard"}, {"step", now.steps}, {"serving", serving}, {"candidate", candidate},
+               {"installed", installed}, {"version", installed ? c.version : now.serving_version},
+               {"held_back", s.eval.size()}});
+  std::lock_guard<std::mutex> lk(mu_);
+  ++stats_.candidates;
+  (installed ? stats_.accepted : stats_.rejected) += 1;
+  if (installed) stats_.serving_version = c.version;
+  stats_.last_serving_score = serving;
+  stats_.last_candidate_score = candidate;
+  return stats_;
 }
 
 }  // namespace eaglet
