@@ -46,16 +46,15 @@ const char* draft_semantics_name(DraftSemantics s) {
   return s == DraftSemantics::Vllm ? "vllm" : "specforge-legacy";
 }
 
-Eagle3Config parse_eagle3_config(const JsonConfig& top, int target_layers, const Eagle3LoadOptions& opts) {
-  const bool speculators = top.has("transformer_layer_config");
-  const JsonConfig layer = eagle3_layer_config(top);
-  Eagle3Config c;
-  auto note = [&](const std::string& what, const std::string& value, const std::string& source) {
-    c.resolved.emplace_back(what, fmt::format("{} ({})", value, source));
-  };
+namespace {
+// Records how a setting was resolved, for the one-line flavour report.
+void note(Eagle3Config& c, const std::string& what, const std::string& value, const std::string& source) {
+  c.resolved.emplace_back(what, fmt::format("{} ({})", value, source));
+}
 
-  // The decoder layer, as vLLM picks its class: the architecture name; for speculators, the
-  // layer config's model_type (its own architecture is always Eagle3Speculator).
+// The decoder layer, as vLLM picks its class: the architecture name; for speculators, the layer
+// config's model_type (its own architecture is always Eagle3Speculator).
+void read_layer_type(Eagle3Config& c, const JsonConfig& top, const JsonConfig& layer, bool speculators) {
   std::vector<std::string> archs;
   if (top.has("architectures")) {
     EAGLET_CHECK(top.raw()["architectures"].is_array(), "{}: 'architectures' must be a list of names", top.where());
@@ -69,22 +68,26 @@ Eagle3Config parse_eagle3_config(const JsonConfig& top, int target_layers, const
                  "{}: model_type '{}': eaglet runs EAGLE-3 drafts with Llama or Qwen3 decoder layers (a '{}' layer has "
                  "other tensors and math)", layer.where(), layer_type, layer_type);
     c.layer = layer_type == "qwen3" ? Eagle3Layer::Qwen3 : Eagle3Layer::Llama;
-    note("layer", layer_type, "transformer_layer_config.model_type");
+    note(c, "layer", layer_type, "transformer_layer_config.model_type");
   } else if (!arch.empty()) {
     const bool qwen3 = listed(std::begin(kQwen3Architectures), std::end(kQwen3Architectures), arch);
     EAGLET_CHECK(qwen3 || listed(std::begin(kLlamaArchitectures), std::end(kLlamaArchitectures), arch),
                  "{}: architecture '{}' is not an EAGLE-3 draft eaglet runs (Llama layer: {}; Qwen3 layer: {})",
                  top.where(), arch, fmt::join(kLlamaArchitectures, ", "), fmt::join(kQwen3Architectures, ", "));
     c.layer = qwen3 ? Eagle3Layer::Qwen3 : Eagle3Layer::Llama;
-    note("layer", qwen3 ? "qwen3" : "llama", "architectures " + arch);
+    note(c, "layer", qwen3 ? "qwen3" : "llama", "architectures " + arch);
   } else {
     EAGLET_CHECK(layer_type == "llama" || layer_type == "qwen3" || layer_type == "eagle3",
                  "{}: model_type '{}' with no architectures: eaglet runs EAGLE-3 drafts with Llama or Qwen3 decoder "
                  "layers", top.where(), layer_type);
     c.layer = layer_type == "qwen3" ? Eagle3Layer::Qwen3 : Eagle3Layer::Llama;
-    note("layer", layer_type == "qwen3" ? "qwen3" : "llama", "model_type, no architectures");
+    note(c, "layer", layer_type == "qwen3" ? "qwen3" : "llama", "model_type, no architectures");
   }
+}
 
+// Widths, heads, vocabularies and layer count, checked as a target's config is (parse_model_config):
+// a draft runs the same attention.
+void read_shape(Eagle3Config& c, const JsonConfig& top, const JsonConfig& layer) {
   c.hidden = layer.get_size("hidden_size");
   c.intermediate = layer.get_size("intermediate_size");
   c.num_heads = layer.get_size("num_attention_heads");
@@ -95,14 +98,34 @@ Eagle3Config parse_eagle3_config(const JsonConfig& top, int target_layers, const
   c.attention_bias = layer.get_bool("attention_bias", false);
   c.draft_vocab = top.get_size("draft_vocab_size", c.vocab);
   c.target_hidden = top.get_size("target_hidden_size", c.hidden);
-  note("hidden", std::to_string(c.hidden), top.has("target_hidden_size")
-                                               ? fmt::format("target {}", c.target_hidden)
-                                               : "target's = draft's");
-  note("heads", fmt::format("{}/{}x{}", c.num_heads, c.num_kv_heads, c.head_dim),
+  note(c, "hidden", std::to_string(c.hidden),
+       top.has("target_hidden_size") ? fmt::format("target {}", c.target_hidden) : "target's = draft's");
+  note(c, "heads", fmt::format("{}/{}x{}", c.num_heads, c.num_kv_heads, c.head_dim),
        layer.has("head_dim") ? "head_dim" : "hidden/heads");
-  note("vocab", fmt::format("{}/{}", c.draft_vocab, c.vocab), top.has("draft_vocab_size") ? "draft_vocab_size" : "full");
+  note(c, "vocab", fmt::format("{}/{}", c.draft_vocab, c.vocab), top.has("draft_vocab_size") ? "draft_vocab_size" : "full");
+  // vLLM builds num_hidden_layers decoder layers: the first reads [embedding, hidden] (2H), the
+  // others are plain decoder layers over the residual stream.
+  c.num_layers = layer.get_size("num_hidden_layers", 1);
+  note(c, "layers", std::to_string(c.num_layers), layer.has("num_hidden_layers") ? "num_hidden_layers" : "default");
+  // A sliding-window draft layer attends differently from eaglet's full attention.
+  if (layer.has("layer_types")) {
+    const auto& lt = layer.raw()["layer_types"];
+    EAGLET_CHECK(!(lt.is_array() && !lt.empty() && lt[0] == "sliding_attention"),
+                 "{}: layer_types[0] is 'sliding_attention'; eaglet's draft attends to the full context", layer.where());
+  }
+  EAGLET_CHECK(c.hidden > 0 && c.num_heads > 0 && c.num_kv_heads > 0 && c.num_heads % c.num_kv_heads == 0,
+               "{}: bad draft attention shape (hidden {}, heads {}, kv heads {})", top.where(), c.hidden, c.num_heads,
+               c.num_kv_heads);
+  EAGLET_CHECK(c.vocab > 0 && c.draft_vocab > 0, "{}: vocab_size and draft_vocab_size must be positive", top.where());
+  EAGLET_CHECK(c.head_dim % 2 == 0, "{}: head_dim {} must be even", layer.where(), c.head_dim);
+  if (layer.has("max_position_embeddings")) layer.get_size("max_position_embeddings");  // in [1, 2^31)
+  EAGLET_CHECK(c.draft_vocab <= c.vocab, "{}: draft_vocab_size {} is larger than vocab_size {}", top.where(),
+               c.draft_vocab, c.vocab);
+}
 
-  // vLLM reads the flavour flags from eagle_config first, then the top level.
+// The flavour flags: vLLM reads them from eagle_config first, then the top level.
+void read_flavour(Eagle3Config& c, const JsonConfig& top, const JsonConfig& layer, bool speculators,
+                  const Eagle3LoadOptions& opts) {
   const bool nested = top.has("eagle_config");
   auto flag = [&](const char* key, bool fallback, const char* fallback_source) {
     bool v = fallback;
@@ -114,7 +137,7 @@ Eagle3Config parse_eagle3_config(const JsonConfig& top, int target_layers, const
       v = top.get_bool(key, fallback);
       source = "top level";
     }
-    note(key, fmt_bool(v), source);
+    note(c, key, fmt_bool(v), source);
     return v;
   };
   // vLLM's speculators reader defaults norm_before_residual to true; every other layout to false.
@@ -122,39 +145,23 @@ Eagle3Config parse_eagle3_config(const JsonConfig& top, int target_layers, const
   c.norm_before_fc = flag("norm_before_fc", false, "default");
   c.fc_norm = flag("fc_norm", false, "default");
   c.norm_output = flag("norm_output", false, "default");
-  note("attention_bias", fmt_bool(c.attention_bias), layer.has("attention_bias") ? "config" : "default");
+  note(c, "attention_bias", fmt_bool(c.attention_bias), layer.has("attention_bias") ? "config" : "default");
   c.semantics = opts.semantics;
-  note("norm_output semantics", draft_semantics_name(c.semantics),
+  note(c, "norm_output semantics", draft_semantics_name(c.semantics),
        c.semantics == DraftSemantics::Vllm ? "default, as vLLM/SGLang run it" : "--draft-semantics");
-
-  // vLLM builds num_hidden_layers decoder layers: the first reads [embedding, hidden] (2H), the
-  // others are plain decoder layers over the residual stream.
-  c.num_layers = layer.get_size("num_hidden_layers", 1);
-  note("layers", std::to_string(c.num_layers), layer.has("num_hidden_layers") ? "num_hidden_layers" : "default");
-  // A sliding-window draft layer attends differently from eaglet's full attention.
-  if (layer.has("layer_types")) {
-    const auto& lt = layer.raw()["layer_types"];
-    EAGLET_CHECK(!(lt.is_array() && !lt.empty() && lt[0] == "sliding_attention"),
-                 "{}: layer_types[0] is 'sliding_attention'; eaglet's draft attends to the full context",
-                 layer.where());
-  }
-  EAGLET_CHECK(c.hidden > 0 && c.num_heads > 0 && c.num_kv_heads > 0 && c.num_heads % c.num_kv_heads == 0,
-               "{}: bad draft attention shape (hidden {}, heads {}, kv heads {})", top.where(), c.hidden, c.num_heads,
-               c.num_kv_heads);
-  EAGLET_CHECK(c.vocab > 0 && c.draft_vocab > 0, "{}: vocab_size and draft_vocab_size must be positive", top.where());
-  // The checks a target's config gets (parse_model_config): a draft runs the same attention.
-  EAGLET_CHECK(c.head_dim % 2 == 0, "{}: head_dim {} must be even", layer.where(), c.head_dim);
-  if (layer.has("max_position_embeddings")) layer.get_size("max_position_embeddings");  // in [1, 2^31)
-  EAGLET_CHECK(c.draft_vocab <= c.vocab, "{}: draft_vocab_size {} is larger than vocab_size {}", top.where(),
-               c.draft_vocab, c.vocab);
-
   // RoPE base: transformers v5 keeps it in rope_parameters (Rope::from_config reads both).
   const bool v5 = layer.has("rope_parameters");
-  if (layer.has("rope_theta")) note("rope_theta", fmt::format("{:g}", layer.get_double("rope_theta")), "rope_theta");
+  if (layer.has("rope_theta")) note(c, "rope_theta", fmt::format("{:g}", layer.get_double("rope_theta")), "rope_theta");
   else if (v5 && layer.sub("rope_parameters").has("rope_theta"))
-    note("rope_theta", fmt::format("{:g}", layer.sub("rope_parameters").get_double("rope_theta")), "rope_parameters");
-  else note("rope_theta", "10000", "default");
+    note(c, "rope_theta", fmt::format("{:g}", layer.sub("rope_parameters").get_double("rope_theta")), "rope_parameters");
+  else note(c, "rope_theta", "10000", "default");
+}
 
+// The three target layers the draft taps, in eaglet's "entering layer j" numbering: given at the
+// top level or in eagle_config (SGLang's output-of-layer numbering there is shifted), else the
+// default (2, L/2, L-3).
+void read_aux_layers(Eagle3Config& c, const JsonConfig& top, int target_layers, const Eagle3LoadOptions& opts) {
+  const bool nested = top.has("eagle_config");
   std::vector<int64_t> ids;
   std::string source = "default (2, L/2, L-3)";
   if (top.has("eagle_aux_hidden_state_layer_ids")) {
@@ -184,7 +191,18 @@ Eagle3Config parse_eagle3_config(const JsonConfig& top, int target_layers, const
                  top.where(), i, target_layers);
   for (auto i : ids) c.aux_layers.push_back(int(i));
   std::sort(c.aux_layers.begin(), c.aux_layers.end());
-  note("taps entering layers", fmt::format("{}", fmt::join(c.aux_layers, "/")), source);
+  note(c, "taps entering layers", fmt::format("{}", fmt::join(c.aux_layers, "/")), source);
+}
+}  // namespace
+
+Eagle3Config parse_eagle3_config(const JsonConfig& top, int target_layers, const Eagle3LoadOptions& opts) {
+  const bool speculators = top.has("transformer_layer_config");
+  const JsonConfig layer = eagle3_layer_config(top);
+  Eagle3Config c;
+  read_layer_type(c, top, layer, speculators);
+  read_shape(c, top, layer);
+  read_flavour(c, top, layer, speculators, opts);
+  read_aux_layers(c, top, target_layers, opts);
   return c;
 }
 
