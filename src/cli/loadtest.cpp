@@ -45,115 +45,142 @@ double metric_value(const std::string& text, const std::string& name) {
   return sp == std::string::npos ? 0 : std::atof(text.c_str() + sp + 2);
 }
 
+// One streamed completion: time to the first event, the gaps between later ones, their count and
+// (when kept) the text.
+struct Streamed {
+  bool ok = false;
+  double first = -1;
+  std::vector<double> gaps;
+  int64_t tokens = 0;
+  std::string text;
+};
+
+Streamed stream_one(httplib::Client& cli, const LoadOptions& o, const std::string& prompt, const httplib::Headers& h) {
+  Streamed r;
+  const nlohmann::json body = {{"prompt", prompt}, {"max_tokens", o.max_tokens}, {"temperature", o.temperature},
+                               {"stream", true}, {"ignore_eos", true}};
+  auto last = clock_type::now();
+  const auto start = last;
+  std::string buf;
+  httplib::Request req;
+  req.method = "POST";
+  req.path = "/v1/completions";
+  req.headers = h;
+  req.body = body.dump();
+  req.set_header("Content-Type", "application/json");
+  req.content_receiver = [&](const char* data, size_t len, uint64_t, uint64_t) {
+    buf.append(data, len);
+    size_t p;
+    while ((p = buf.find("\n\n")) != std::string::npos) {
+      const std::string ev = buf.substr(0, p);
+      buf.erase(0, p + 2);
+      if (ev.rfind("data: {", 0) != 0) continue;
+      const auto now = clock_type::now();
+      if (r.first < 0) r.first = std::chrono::duration<double>(now - start).count();
+      else r.gaps.push_back(std::chrono::duration<double>(now - last).count());
+      last = now;
+      ++r.tokens;
+      if (!o.outputs.empty()) {
+        const auto j = nlohmann::json::parse(ev.substr(6), nullptr, false);
+        if (j.is_object() && j.contains("choices") && !j["choices"].empty()) r.text += j["choices"][0].value("text", "");
+      }
+    }
+    return true;
+  };
+  auto res = cli.send(req);
+  r.ok = res && res->status == 200;
+  return r;
+}
+
+// What the requests of one concurrency level add up to (shared by its client threads, under mu).
+struct Level {
+  std::mutex mu;
+  std::vector<double> ttft, itl;
+  int64_t tokens = 0;
+  int failures = 0, finished = 0;
+  std::vector<std::pair<int, std::string>> texts;
+  nlohmann::json timeline = nlohmann::json::array();
+};
+
+// The server's cumulative counters after `at` requests: acceptance over time.
+nlohmann::json timeline_point(httplib::Client& cli, const httplib::Headers& h, int at, double seconds, int64_t tokens) {
+  auto m = cli.Get("/metrics", h);
+  const std::string text = m && m->status == 200 ? m->body : "";
+  return {{"requests", at}, {"seconds", seconds}, {"output_tokens", tokens},
+          {"drafts", metric_value(text, ":spec_decode_num_drafts_total")},
+          {"accepted_tokens", metric_value(text, ":spec_decode_num_accepted_tokens_total")},
+          {"draft_version", metric_value(text, "eaglet:draft_version")},
+          {"online_train_steps", metric_value(text, "eaglet:online_train_steps_total")}};
+}
+
+// `conc` clients sending requests until o.requests or the time limit; prints the level's line and
+// returns its report.
+nlohmann::json run_level(const LoadOptions& o, const std::vector<std::string>& prompts, int conc) {
+  std::atomic<int> next{0};
+  Level L;
+  const auto t0 = clock_type::now();
+  auto elapsed = [&] { return std::chrono::duration<double>(clock_type::now() - t0).count(); };
+  auto worker = [&] {
+    httplib::Client cli(o.host, o.port);
+    cli.set_read_timeout(std::chrono::seconds(int(o.time_limit_s) + 5));
+    httplib::Headers h;
+    if (!o.api_key.empty()) h.emplace("Authorization", "Bearer " + o.api_key);
+    for (;;) {
+      const int i = next++;
+      if (i >= o.requests || elapsed() > o.time_limit_s) return;
+      if (o.rate > 0)  // request i is due at i / rate seconds, as vLLM's benchmark --request-rate paces them
+        std::this_thread::sleep_until(t0 + std::chrono::duration_cast<clock_type::duration>(std::chrono::duration<double>(i / o.rate)));
+      Streamed r = stream_one(cli, o, prompts[size_t(i) % prompts.size()], h);
+      std::unique_lock<std::mutex> lk(L.mu);
+      if (!r.ok) {
+        ++L.failures;
+        continue;
+      }
+      if (r.first >= 0) L.ttft.push_back(r.first);
+      L.itl.insert(L.itl.end(), r.gaps.begin(), r.gaps.end());
+      L.tokens += r.tokens;
+      if (!o.outputs.empty()) L.texts.emplace_back(i, std::move(r.text));
+      ++L.finished;
+      if (o.metrics_every > 0 && L.finished % o.metrics_every == 0) {
+        const int at = L.finished;
+        const int64_t tok = L.tokens;
+        lk.unlock();
+        nlohmann::json point = timeline_point(cli, h, at, elapsed(), tok);
+        lk.lock();
+        L.timeline.push_back(std::move(point));
+      }
+    }
+  };
+  std::vector<std::thread> threads;
+  for (int c = 0; c < conc; ++c) threads.emplace_back(worker);
+  for (auto& t : threads) t.join();
+  const double wall = elapsed();
+  const int done = int(L.ttft.size());
+  std::printf("%11d %9d %12.1f %9.1fms %9.1fms %9.1fms %9.1fms%s\n", conc, done, L.tokens / wall,
+              1e3 * percentile(L.ttft, 0.5), 1e3 * percentile(L.ttft, 0.99), 1e3 * percentile(L.itl, 0.5),
+              1e3 * percentile(L.itl, 0.99), L.failures ? fmt::format("  ({} failed)", L.failures).c_str() : "");
+  if (!o.outputs.empty()) {
+    std::sort(L.texts.begin(), L.texts.end());
+    std::ofstream f(o.outputs);
+    for (auto& [i, t] : L.texts)
+      f << nlohmann::json{{"index", i}, {"prompt", prompts[size_t(i) % prompts.size()]}, {"text", t}}.dump() << "\n";
+  }
+  return {{"concurrency", conc}, {"requests", done}, {"failed", L.failures}, {"output_tokens_per_second", L.tokens / wall},
+          {"ttft_p50_s", percentile(L.ttft, 0.5)}, {"ttft_p99_s", percentile(L.ttft, 0.99)},
+          {"itl_p50_s", percentile(L.itl, 0.5)}, {"itl_p99_s", percentile(L.itl, 0.99)}, {"wall_s", wall},
+          {"timeline", L.timeline}};
+}
+
 void run_load(const LoadOptions& o) {
   EAGLET_CHECK(o.host == "127.0.0.1" || o.host == "localhost" || o.host == "::1",
                "loadtest only targets this machine's loopback addresses (got {})", o.host);
-  std::vector<std::string> prompts = o.dataset.empty() ? std::vector<std::string>{"Once upon a time", "Lily and Tom went",
-                                                                                  "The little dog", "One day, a girl"}
-                                                       : load_prompts(o.dataset, o.max_prompts);
+  const std::vector<std::string> prompts =
+      o.dataset.empty() ? std::vector<std::string>{"Once upon a time", "Lily and Tom went", "The little dog", "One day, a girl"}
+                        : load_prompts(o.dataset, o.max_prompts);
   nlohmann::json report = nlohmann::json::array();
   std::printf("%11s %9s %12s %10s %10s %10s %10s\n", "concurrency", "requests", "output tok/s", "TTFT p50", "TTFT p99",
               "ITL p50", "ITL p99");
-  for (int conc : o.concurrency) {
-    std::atomic<int> next{0};
-    std::mutex mu;
-    std::vector<double> ttft, itl;
-    int64_t tokens = 0;
-    int failures = 0, finished = 0;
-    std::vector<std::pair<int, std::string>> texts;
-    nlohmann::json timeline = nlohmann::json::array();
-    const auto t0 = clock_type::now();
-    auto worker = [&] {
-      httplib::Client cli(o.host, o.port);
-      cli.set_read_timeout(std::chrono::seconds(int(o.time_limit_s) + 5));
-      for (;;) {
-        const int i = next++;
-        if (i >= o.requests || std::chrono::duration<double>(clock_type::now() - t0).count() > o.time_limit_s) return;
-        if (o.rate > 0)  // request i is due at i / rate seconds, as vLLM's benchmark --request-rate paces them
-          std::this_thread::sleep_until(t0 + std::chrono::duration_cast<clock_type::duration>(std::chrono::duration<double>(i / o.rate)));
-        nlohmann::json body = {{"prompt", prompts[size_t(i) % prompts.size()]}, {"max_tokens", o.max_tokens},
-                               {"temperature", o.temperature}, {"stream", true}, {"ignore_eos", true}};
-        httplib::Headers h;
-        if (!o.api_key.empty()) h.emplace("Authorization", "Bearer " + o.api_key);
-        std::vector<double> gaps;
-        double first = -1;
-        auto last = clock_type::now();
-        const auto start = last;
-        int64_t n = 0;
-        std::string buf, text;
-        httplib::Request req;
-        req.method = "POST";
-        req.path = "/v1/completions";
-        req.headers = h;
-        req.body = body.dump();
-        req.set_header("Content-Type", "application/json");
-        req.content_receiver = [&](const char* data, size_t len, uint64_t, uint64_t) {
-          buf.append(data, len);
-          size_t p;
-          while ((p = buf.find("\n\n")) != std::string::npos) {
-            const std::string ev = buf.substr(0, p);
-            buf.erase(0, p + 2);
-            if (ev.rfind("data: {", 0) != 0) continue;
-            const auto now = clock_type::now();
-            if (first < 0) first = std::chrono::duration<double>(now - start).count();
-            else gaps.push_back(std::chrono::duration<double>(now - last).count());
-            last = now;
-            ++n;
-            if (!o.outputs.empty()) {
-              const auto j = nlohmann::json::parse(ev.substr(6), nullptr, false);
-              if (j.is_object() && j.contains("choices") && !j["choices"].empty())
-                text += j["choices"][0].value("text", "");
-            }
-          }
-          return true;
-        };
-        auto res = cli.send(req);
-        std::unique_lock<std::mutex> lk(mu);
-        if (!res || res->status != 200) {
-          ++failures;
-          continue;
-        }
-        if (first >= 0) ttft.push_back(first);
-        itl.insert(itl.end(), gaps.begin(), gaps.end());
-        tokens += n;
-        if (!o.outputs.empty()) texts.emplace_back(i, std::move(text));
-        ++finished;
-        if (o.metrics_every > 0 && finished % o.metrics_every == 0) {
-          // The server's cumulative counters after this many requests: acceptance over time.
-          const int at = finished;
-          const double t = std::chrono::duration<double>(clock_type::now() - t0).count();
-          const int64_t tok = tokens;
-          lk.unlock();
-          auto m = cli.Get("/metrics", h);
-          const std::string body_text = m && m->status == 200 ? m->body : "";
-          lk.lock();
-          timeline.push_back({{"requests", at}, {"seconds", t}, {"output_tokens", tok},
-                              {"drafts", metric_value(body_text, ":spec_decode_num_drafts_total")},
-                              {"accepted_tokens", metric_value(body_text, ":spec_decode_num_accepted_tokens_total")},
-                              {"draft_version", metric_value(body_text, "eaglet:draft_version")},
-                              {"online_train_steps", metric_value(body_text, "eaglet:online_train_steps_total")}});
-        }
-      }
-    };
-    std::vector<std::thread> threads;
-    for (int c = 0; c < conc; ++c) threads.emplace_back(worker);
-    for (auto& t : threads) t.join();
-    const double wall = std::chrono::duration<double>(clock_type::now() - t0).count();
-    const int done = int(ttft.size());
-    std::printf("%11d %9d %12.1f %9.1fms %9.1fms %9.1fms %9.1fms%s\n", conc, done, tokens / wall, 1e3 * percentile(ttft, 0.5),
-                1e3 * percentile(ttft, 0.99), 1e3 * percentile(itl, 0.5), 1e3 * percentile(itl, 0.99),
-                failures ? fmt::format("  ({} failed)", failures).c_str() : "");
-    report.push_back({{"concurrency", conc}, {"requests", done}, {"failed", failures}, {"output_tokens_per_second", tokens / wall},
-                      {"ttft_p50_s", percentile(ttft, 0.5)}, {"ttft_p99_s", percentile(ttft, 0.99)},
-                      {"itl_p50_s", percentile(itl, 0.5)}, {"itl_p99_s", percentile(itl, 0.99)}, {"wall_s", wall},
-                      {"timeline", timeline}});
-    if (!o.outputs.empty()) {
-      std::sort(texts.begin(), texts.end());
-      std::ofstream f(o.outputs);
-      for (auto& [i, t] : texts)
-        f << nlohmann::json{{"index", i}, {"prompt", prompts[size_t(i) % prompts.size()]}, {"text", t}}.dump() << "\n";
-    }
-  }
+  for (int conc : o.concurrency) report.push_back(run_level(o, prompts, conc));
   if (!o.json_out.empty()) std::ofstream(o.json_out) << report.dump(2) << "\n";
 }
 }  // namespace
