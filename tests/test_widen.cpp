@@ -1,4 +1,4 @@
-// Function-preserving widening (models/widen.h): the wide target gives the small target's logits
+// Function-preserving widening (convert/widen.h): the wide target gives the small target's logits
 // and hidden states, the wide draft the small draft's logits from them, for every draft variant
 // widening takes; what it cannot widen is refused by name.
 #include <gtest/gtest.h>
@@ -11,7 +11,7 @@
 #include "io/json_config.h"
 #include "models/eagle3.h"
 #include "models/model.h"
-#include "models/widen.h"
+#include "convert/widen.h"
 #include "support/synthetic_eagle3.h"
 #include "support/test_util.h"
 

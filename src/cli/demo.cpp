@@ -18,7 +18,7 @@
 #include "engine/prompt_dataset.h"
 #include "io/mapped_file.h"
 #include "train/trainer.h"
-#include "models/widen.h"
+#include "convert/widen.h"
 #include "io/json_config.h"
 #include "core/cpu_features.h"
 #include "cli/demo_chart.h"

@@ -1,11 +1,11 @@
 // `eaglet widen`: a small Llama (and an EAGLE-3 draft trained against it) widened to a larger shape
-// that computes the same function (models/widen.h): a memory-bound target with real token
+// that computes the same function (convert/widen.h): a memory-bound target with real token
 // behaviour for speed work, made from what a 2-core machine can train.
 #include <spdlog/spdlog.h>
 
 #include "cli/commands.h"
 #include "core/error.h"
-#include "models/widen.h"
+#include "convert/widen.h"
 
 namespace eaglet::cli {
 

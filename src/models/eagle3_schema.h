@@ -2,7 +2,7 @@
 // decoder layers' (which models/layer_weights.h names), each with its Hugging Face name (as EAGLE,
 // SpecForge, TorchSpec, vLLM and speculators save it), its name in llama.cpp's `eagle3` GGUF files,
 // and its shape from the draft's dimensions; and where the layers live. The loader (eagle3.cpp),
-// the GGUF reader (eagle3_gguf.cpp), widening (widen.cpp), the trainer's load and the export
+// the GGUF reader (eagle3_gguf.cpp), widening (convert/widen.cpp), the trainer's load and the export
 // (train/draft_io.cpp, train/draft_export.cpp) take names and shapes from here.
 #pragma once
 #include <cstdint>

@@ -1,4 +1,4 @@
-#include "models/widen.h"
+#include "convert/widen.h"
 
 #include <spdlog/spdlog.h>
 
@@ -194,6 +194,83 @@ void write_json(const std::string& path, const json& j) {
 
 const char* torch_dtype(DType d) { return d == DType::F32 ? "float32" : d == DType::BF16 ? "bfloat16" : "float16"; }
 
+// One decoder layer's matrices: q/k/v/o and the MLP, widened from layer `from` of `ck`, or for a
+// new layer ("" from) filler whose outputs meet zero o_proj / down_proj columns.
+struct LayerWidening {
+  std::shared_ptr<Checkpoint> ck;
+  std::string from, to;               // source and destination prefixes
+  HeadMap heads;
+  int d = 0, I = 0;                   // original hidden and MLP widths
+  int64_t D = 0, II = 0;              // wide ones
+  std::vector<int64_t> in_cols;       // where the original attention inputs sit in the wide input
+  int64_t in_small = 0, in_wide = 0;  // attention input widths
+};
+
+void plan_layer(Plan& p, const LayerWidening& l, const WidenShape& s) {
+  const Heads &sm = l.heads.small, &wd = l.heads.wide;
+  const int64_t qd = int64_t(sm.heads) * sm.head_dim, kvd = int64_t(sm.kv_heads) * sm.head_dim;
+  const int64_t QD = int64_t(wd.heads) * wd.head_dim, KVD = int64_t(wd.kv_heads) * wd.head_dim;
+  const DType dt = s.dtype;
+  // The four attention matrices are made together; each tensor's maker takes its own.
+  auto attn = std::make_shared<std::optional<AttnWeights>>();
+  auto attention = [=](int which) {
+    if (!*attn) {
+      if (l.from.empty()) {
+        *attn = AttnWeights{filler(QD, l.in_wide, s, l.to + "q"), filler(KVD, l.in_wide, s, l.to + "k"),
+                            filler(KVD, l.in_wide, s, l.to + "v"), zeros(l.D, QD)};
+      } else {
+        const Checkpoint& ck = *l.ck;
+        AttnWeights a{read(ck, l.from + hf(LayerTensor::Q), qd, l.in_small), read(ck, l.from + hf(LayerTensor::K), kvd, l.in_small),
+                      read(ck, l.from + hf(LayerTensor::V), kvd, l.in_small), read(ck, l.from + hf(LayerTensor::O), l.d, qd)};
+        *attn = widen_attention(a, l.heads, l.in_cols, l.in_wide, l.D, s, l.to);
+      }
+    }
+    Mat& m = which == 0 ? (*attn)->q : which == 1 ? (*attn)->k : which == 2 ? (*attn)->v : (*attn)->o;
+    Mat out = std::move(m);
+    if (which == 3) attn->reset();
+    return out;
+  };
+  p.add(l.to + hf(LayerTensor::Q), {QD, l.in_wide}, dt, [=] { return attention(0); });
+  p.add(l.to + hf(LayerTensor::K), {KVD, l.in_wide}, dt, [=] { return attention(1); });
+  p.add(l.to + hf(LayerTensor::V), {KVD, l.in_wide}, dt, [=] { return attention(2); });
+  p.add(l.to + hf(LayerTensor::O), {l.D, QD}, dt, [=] { return attention(3); });
+  for (LayerTensor m : {LayerTensor::Gate, LayerTensor::Up}) {
+    const std::string to = l.to + hf(m), from = l.from + hf(m);
+    p.add(to, {l.II, l.D}, dt, [=] {
+      return l.from.empty() ? filler(l.II, l.D, s, to) : widen_in(read(*l.ck, from, l.I, l.d), l.II, l.D, s, to);
+    });
+  }
+  const std::string down = hf(LayerTensor::Down);
+  p.add(l.to + down, {l.D, l.II}, dt, [=] {
+    return l.from.empty() ? zeros(l.D, l.II) : widen_out(read(*l.ck, l.from + down, l.d, l.I), l.D, l.II);
+  });
+}
+
+// The original Llama's widths, checked for what widening supports (bias-free Llama layers that
+// only grow).
+struct SmallLlama {
+  int d, L, I, V;
+  Heads heads;
+};
+
+SmallLlama read_small_llama(const JsonConfig& cfg, const WidenShape& s) {
+  const std::string& where = cfg.where();
+  const std::string arch = cfg.has("architectures") ? cfg.raw()["architectures"][0].get<std::string>() : "";
+  if (arch != "LlamaForCausalLM") fail("{}: architectures is '{}'; widening supports LlamaForCausalLM", where, arch);
+  for (const char* k : {"attention_bias", "mlp_bias"})
+    if (cfg.get_bool(k, false)) fail("{}: {} is true; widening supports bias-free Llama layers", where, k);
+  if (cfg.has("partial_rotary_factor")) fail("{}: partial_rotary_factor is not supported by widening", where);
+  SmallLlama m{cfg.get_size("hidden_size"), cfg.get_size("num_hidden_layers"), cfg.get_size("intermediate_size"),
+               cfg.get_size("vocab_size"), {}};
+  const int heads = cfg.get_size("num_attention_heads");
+  m.heads = Heads{heads, cfg.get_size("num_key_value_heads", heads), cfg.get_size("head_dim", m.d / heads)};
+  check_heads(m.heads, Heads{s.heads, s.kv_heads, s.head_dim}, where);
+  if (s.hidden < m.d || s.intermediate < m.I || s.layers < m.L)
+    fail("{}: widening can only grow: hidden {} -> {}, intermediate {} -> {}, layers {} -> {}", where, m.d, s.hidden,
+         m.I, s.intermediate, m.L, s.layers);
+  return m;
+}
+
 }  // namespace
 
 std::vector<int> widened_live_layers(int L, int LL) {
@@ -203,76 +280,31 @@ std::vector<int> widened_live_layers(int L, int LL) {
 }
 
 void widen_llama(const std::string& src_dir, const std::string& out_dir, const WidenShape& s) {
-  const std::string cfg_path = src_dir + "/config.json";
-  const JsonConfig cfg = JsonConfig::load(cfg_path);
-  const std::string arch = cfg.has("architectures") ? cfg.raw()["architectures"][0].get<std::string>() : "";
-  if (arch != "LlamaForCausalLM")
-    fail("{}: architectures is '{}'; widening supports LlamaForCausalLM", cfg_path, arch);
-  for (const char* k : {"attention_bias", "mlp_bias"})
-    if (cfg.get_bool(k, false)) fail("{}: {} is true; widening supports bias-free Llama layers", cfg_path, k);
-  if (cfg.has("partial_rotary_factor")) fail("{}: partial_rotary_factor is not supported by widening", cfg_path);
-  const int d = cfg.get_size("hidden_size"), L = cfg.get_size("num_hidden_layers"), I = cfg.get_size("intermediate_size");
-  const int V = cfg.get_size("vocab_size");
-  const Heads sm{cfg.get_size("num_attention_heads"), cfg.get_size("num_key_value_heads", cfg.get_size("num_attention_heads")),
-                 cfg.get_size("head_dim", d / cfg.get_size("num_attention_heads"))};
-  const Heads wd{s.heads, s.kv_heads, s.head_dim};
+  const JsonConfig cfg = JsonConfig::load(src_dir + "/config.json");
+  const SmallLlama sm = read_small_llama(cfg, s);
+  const int d = sm.d, L = sm.L, V = sm.V;
   const int64_t D = s.hidden;
-  check_heads(sm, wd, cfg_path);
-  if (s.hidden < d || s.intermediate < I || s.layers < L)
-    fail("{}: widening can only grow: hidden {} -> {}, intermediate {} -> {}, layers {} -> {}", cfg_path, d, s.hidden, I,
-         s.intermediate, L, s.layers);
-  const HeadMap hm{sm, wd};
+  const Heads wd{s.heads, s.kv_heads, s.head_dim};
   const std::vector<int> live = widened_live_layers(L, s.layers);
   auto ck = std::make_shared<Checkpoint>(Checkpoint::open_dir(src_dir));
   const bool tied = cfg.get_bool("tie_word_embeddings", false);
-  const int64_t qd = int64_t(sm.heads) * sm.head_dim, kvd = int64_t(sm.kv_heads) * sm.head_dim;
   std::vector<int64_t> in_cols(static_cast<size_t>(d));
   for (int i = 0; i < d; ++i) in_cols[size_t(i)] = i;
 
   Plan p;
   const DType dt = s.dtype;
   p.add("model.embed_tokens.weight", {V, D}, dt, [=] { return widen_out(read(*ck, "model.embed_tokens.weight", V, d), V, D); });
+  LayerWidening lw{ck, "", "", HeadMap{sm.heads, wd}, d, sm.I, D, s.intermediate, in_cols, d, D};
   for (int li = 0; li < s.layers; ++li) {
-    const std::string pre = "model.layers." + std::to_string(li) + ".";
     const auto it = std::find(live.begin(), live.end(), li);
-    const int src = it == live.end() ? -1 : int(it - live.begin());
-    const std::string sp = "model.layers." + std::to_string(src) + ".";
-    // The four attention matrices are made together; each tensor's maker takes its own.
-    auto attn = std::make_shared<std::optional<AttnWeights>>();
-    auto attention = [=](int which) {
-      if (!*attn) {
-        if (src < 0) {
-          AttnWeights w{filler(int64_t(wd.heads) * wd.head_dim, D, s, pre + "q"), filler(int64_t(wd.kv_heads) * wd.head_dim, D, s, pre + "k"),
-                        filler(int64_t(wd.kv_heads) * wd.head_dim, D, s, pre + "v"), zeros(D, int64_t(wd.heads) * wd.head_dim)};
-          *attn = std::move(w);
-        } else {
-          AttnWeights a{read(*ck, sp + hf(LayerTensor::Q), qd, d), read(*ck, sp + hf(LayerTensor::K), kvd, d),
-                        read(*ck, sp + hf(LayerTensor::V), kvd, d), read(*ck, sp + hf(LayerTensor::O), d, qd)};
-          *attn = widen_attention(a, hm, in_cols, D, D, s, pre);
-        }
-      }
-      Mat& m = which == 0 ? (*attn)->q : which == 1 ? (*attn)->k : which == 2 ? (*attn)->v : (*attn)->o;
-      Mat out = std::move(m);
-      if (which == 3) attn->reset();
-      return out;
-    };
-    auto norm = [=](const std::string& name) {
-      return src < 0 ? Mat{1, D, std::vector<float>(size_t(D), std::sqrt(float(d) / float(D)))}
-                     : widen_norm(read(*ck, sp + name, 1, d), d, D);
-    };
-    const int64_t QD = int64_t(wd.heads) * wd.head_dim, KVD = int64_t(wd.kv_heads) * wd.head_dim, II = s.intermediate;
-    p.add(pre + hf(LayerTensor::AttnNorm), {D}, dt, [=] { return norm(hf(LayerTensor::AttnNorm)); });
-    p.add(pre + hf(LayerTensor::Q), {QD, D}, dt, [=] { return attention(0); });
-    p.add(pre + hf(LayerTensor::K), {KVD, D}, dt, [=] { return attention(1); });
-    p.add(pre + hf(LayerTensor::V), {KVD, D}, dt, [=] { return attention(2); });
-    p.add(pre + hf(LayerTensor::O), {D, QD}, dt, [=] { return attention(3); });
-    p.add(pre + hf(LayerTensor::MlpNorm), {D}, dt, [=] { return norm(hf(LayerTensor::MlpNorm)); });
-    for (LayerTensor m : {LayerTensor::Gate, LayerTensor::Up}) {
-      const std::string n = hf(m);
-      p.add(pre + n, {II, D}, dt, [=] { return src < 0 ? filler(II, D, s, pre + n) : widen_in(read(*ck, sp + n, I, d), II, D, s, pre + n); });
-    }
-    p.add(pre + hf(LayerTensor::Down), {D, II}, dt,
-          [=] { return src < 0 ? zeros(D, II) : widen_out(read(*ck, sp + hf(LayerTensor::Down), d, I), D, II); });
+    lw.to = "model.layers." + std::to_string(li) + ".";
+    lw.from = it == live.end() ? "" : "model.layers." + std::to_string(it - live.begin()) + ".";
+    plan_layer(p, lw, s);
+    for (LayerTensor n : {LayerTensor::AttnNorm, LayerTensor::MlpNorm})  // a new layer's: the live layers' scale
+      p.add(lw.to + hf(n), {D}, dt, [=, from = lw.from] {
+        return from.empty() ? Mat{1, D, std::vector<float>(size_t(D), std::sqrt(float(d) / float(D)))}
+                            : widen_norm(read(*ck, from + hf(n), 1, d), d, D);
+      });
   }
   p.add("model.norm.weight", {D}, dt, [=] { return widen_norm(read(*ck, "model.norm.weight", 1, d), d, D); });
   const std::string head = tied ? "model.embed_tokens.weight" : "lm_head.weight";
@@ -294,6 +326,77 @@ void widen_llama(const std::string& src_dir, const std::string& out_dir, const W
   copy_side_files(src_dir, out_dir);
   p.write(out_dir + "/model.safetensors");
 }
+
+namespace {
+// A draft's tensors besides its layer matrices: fc (its rows beyond d zero: they feed the
+// residual), the norms, its own embedding and head if it has them, and the vocabulary maps as they are.
+void plan_draft_tensors(Plan& p, const std::shared_ptr<Checkpoint>& ck, const std::string& pre, int d, int64_t D,
+                        const WidenShape& s, const std::string& draft_dir) {
+  using eagle3::Tensor;
+  const std::string fc_name = eagle3::spec(Tensor::Fc).hf, embed = eagle3::spec(Tensor::Embed).hf,
+                    head = eagle3::spec(Tensor::LmHead).hf;
+  const DType dt = s.dtype;
+  p.add(fc_name, {D, 3 * D}, dt, [=] {
+    const Mat fc = read(*ck, fc_name, d, 3 * int64_t(d));
+    Mat w = filler(D, 3 * D, s, "fc");
+    std::fill(w.v.begin() + d * 3 * D, w.v.end(), 0.0f);  // rows beyond d feed the residual: zero
+    for (int64_t r = 0; r < d; ++r)
+      for (int c = 0; c < 3; ++c) std::copy_n(&fc.v[size_t(r * 3 * d + c * d)], d, &w.at(r, c * D));
+    return w;
+  });
+  for (const std::string& n : ck->names()) {
+    const TensorInfo& t = ck->get(n);
+    if (n.find("norm") != std::string::npos && n.ends_with(".weight")) {  // hidden_norm, fc_norm.0, input_norm...
+      if (t.shape.size() != 1 || t.shape[0] % d) fail("{}: {} has shape {}, not a multiple of hidden_size {}", draft_dir, n, t.shape_str(), d);
+      const int64_t len = t.shape[0];
+      p.add(n, {len / d * D}, dt, [=] { return widen_norm(read(*ck, n, 1, len), d, D); });
+    } else if (n == embed || n == head) {
+      if (t.shape.size() != 2 || t.shape[1] != d) fail("{}: {} has shape {}, expected [*, {}]", draft_dir, n, t.shape_str(), d);
+      const int64_t rows = t.shape[0];
+      // The embedding feeds the residual (zero beyond d); the head reads it (filler is cancelled).
+      p.add(n, {rows, D}, dt, [=] {
+        const Mat m = read(*ck, n, rows, d);
+        return n == head ? widen_in(m, rows, D, s, n) : widen_out(m, rows, D);
+      });
+    } else if (n == eagle3::spec(Tensor::D2t).hf || n == eagle3::spec(Tensor::T2d).hf) {
+      p.add_raw(t);
+    } else if (n != fc_name && !n.starts_with(pre + "self_attn.") && !n.starts_with(pre + "mlp.")) {
+      fail("{}: tensor {} is not one widening knows", draft_dir, n);
+    }
+  }
+
+}
+
+// The wide draft's config.json: the wide target's widths, and the taps moved to where the
+// original layers live in the wide target.
+json wide_draft_config(const JsonConfig& dc, const JsonConfig& tc, const Heads& wd, int II, int d, int64_t D, DType dt) {
+  const JsonConfig wf = tc.sub("widened_from");
+  // Aux-layer ids: original layer i lives at live[i]; id L (the last layer's output) at the wide L.
+  std::vector<int> live;
+  for (int64_t x : wf.get_int_list("live_layers")) live.push_back(int(x));
+  live.push_back(tc.get_size("num_hidden_layers"));
+  // The taps as the loader resolves them (entering layer j, whichever numbering the config used):
+  // entering original layer j is entering wide layer live[j]; written back in both places the way
+  // the trainer's export writes them.
+  std::vector<int> new_ids;
+  for (int j : parse_eagle3_config(dc, wf.get_size("num_hidden_layers")).aux_layers)
+    new_ids.push_back(live[size_t(j)]);
+  json c = dc.raw();
+  c["hidden_size"] = D;
+  c["target_hidden_size"] = D;
+  c["num_attention_heads"] = wd.heads;
+  c["num_key_value_heads"] = wd.kv_heads;
+  c["head_dim"] = wd.head_dim;
+  c["intermediate_size"] = II;
+  c["rms_norm_eps"] = dc.get_double("rms_norm_eps", 1e-6) * d / double(D);
+  c["eagle_aux_hidden_state_layer_ids"] = new_ids;
+  c["eagle_config"] = eagle_config_for_export(new_ids);
+  c["torch_dtype"] = torch_dtype(dt);
+  c["widened_from"] = {{"hidden_size", d}};
+  return c;
+}
+
+}  // namespace
 
 void widen_eagle3(const std::string& draft_dir, const std::string& wide_target_dir, const std::string& out_dir,
                   const WidenShape& s) {
@@ -323,89 +426,14 @@ void widen_eagle3(const std::string& draft_dir, const std::string& wide_target_d
   auto ck = std::make_shared<Checkpoint>(Checkpoint::open_dir(draft_dir));
   const std::string pre = eagle3::first_layer_prefix([&](const std::string& n) { return ck->has(n); });
   if (pre.empty()) fail("{}: no layer 0 ('{}*' or '{}*' tensors)", draft_dir, eagle3::kMidlayer, eagle3::kLayer0);
-  using eagle3::Tensor;
-  const std::string fc_name = eagle3::spec(Tensor::Fc).hf, embed = eagle3::spec(Tensor::Embed).hf,
-                    head = eagle3::spec(Tensor::LmHead).hf;
-  const int64_t qd = int64_t(sm.heads) * sm.head_dim, kvd = int64_t(sm.kv_heads) * sm.head_dim;
-  const int64_t QD = int64_t(wd.heads) * wd.head_dim, KVD = int64_t(wd.kv_heads) * wd.head_dim;
-  const DType dt = s.dtype;
   Plan p;
-  p.add(fc_name, {D, 3 * D}, dt, [=] {
-    const Mat fc = read(*ck, fc_name, d, 3 * int64_t(d));
-    Mat w = filler(D, 3 * D, s, "fc");
-    std::fill(w.v.begin() + d * 3 * D, w.v.end(), 0.0f);  // rows beyond d feed the residual: zero
-    for (int64_t r = 0; r < d; ++r)
-      for (int c = 0; c < 3; ++c) std::copy_n(&fc.v[size_t(r * 3 * d + c * d)], d, &w.at(r, c * D));
-    return w;
-  });
+  plan_draft_tensors(p, ck, pre, d, D, s, draft_dir);
   std::vector<int64_t> in_cols;  // the attention input is [embedding, hidden]
   for (int i = 0; i < d; ++i) in_cols.push_back(i);
   for (int i = 0; i < d; ++i) in_cols.push_back(D + i);
-  auto attn = std::make_shared<std::optional<AttnWeights>>();
-  auto attention = [=](int which) {
-    if (!*attn) {
-      AttnWeights a{read(*ck, pre + hf(LayerTensor::Q), qd, 2 * d), read(*ck, pre + hf(LayerTensor::K), kvd, 2 * d),
-                    read(*ck, pre + hf(LayerTensor::V), kvd, 2 * d), read(*ck, pre + hf(LayerTensor::O), d, qd)};
-      *attn = widen_attention(a, hm, in_cols, 2 * D, D, s, pre);
-    }
-    Mat& m = which == 0 ? (*attn)->q : which == 1 ? (*attn)->k : which == 2 ? (*attn)->v : (*attn)->o;
-    return std::move(m);
-  };
-  p.add(pre + hf(LayerTensor::Q), {QD, 2 * D}, dt, [=] { return attention(0); });
-  p.add(pre + hf(LayerTensor::K), {KVD, 2 * D}, dt, [=] { return attention(1); });
-  p.add(pre + hf(LayerTensor::V), {KVD, 2 * D}, dt, [=] { return attention(2); });
-  p.add(pre + hf(LayerTensor::O), {D, QD}, dt, [=] { return attention(3); });
-  for (LayerTensor m : {LayerTensor::Gate, LayerTensor::Up}) {
-    const std::string n = pre + hf(m);
-    p.add(n, {II, D}, dt, [=] { return widen_in(read(*ck, n, I, d), II, D, s, n); });
-  }
-  p.add(pre + hf(LayerTensor::Down), {D, II}, dt,
-        [=] { return widen_out(read(*ck, pre + hf(LayerTensor::Down), d, I), D, II); });
-  for (const std::string& n : ck->names()) {
-    const TensorInfo& t = ck->get(n);
-    if (n.find("norm") != std::string::npos && n.ends_with(".weight")) {  // hidden_norm, fc_norm.0, input_norm...
-      if (t.shape.size() != 1 || t.shape[0] % d) fail("{}: {} has shape {}, not a multiple of hidden_size {}", draft_dir, n, t.shape_str(), d);
-      const int64_t len = t.shape[0];
-      p.add(n, {len / d * D}, dt, [=] { return widen_norm(read(*ck, n, 1, len), d, D); });
-    } else if (n == embed || n == head) {
-      if (t.shape.size() != 2 || t.shape[1] != d) fail("{}: {} has shape {}, expected [*, {}]", draft_dir, n, t.shape_str(), d);
-      const int64_t rows = t.shape[0];
-      // The embedding feeds the residual (zero beyond d); the head reads it (filler is cancelled).
-      p.add(n, {rows, D}, dt, [=] {
-        const Mat m = read(*ck, n, rows, d);
-        return n == head ? widen_in(m, rows, D, s, n) : widen_out(m, rows, D);
-      });
-    } else if (n == eagle3::spec(Tensor::D2t).hf || n == eagle3::spec(Tensor::T2d).hf) {
-      p.add_raw(t);
-    } else if (n != fc_name && !n.starts_with(pre + "self_attn.") && !n.starts_with(pre + "mlp.")) {
-      fail("{}: tensor {} is not one widening knows", draft_dir, n);
-    }
-  }
-
-  // Aux-layer ids: original layer i lives at live[i]; id L (the last layer's output) at the wide L.
-  std::vector<int> live;
-  for (int64_t x : wf.get_int_list("live_layers")) live.push_back(int(x));
-  live.push_back(tc.get_size("num_hidden_layers"));
-  // The taps as the loader resolves them (entering layer j, whichever numbering the config used):
-  // entering original layer j is entering wide layer live[j]; written back in both places the way
-  // the trainer's export writes them.
-  std::vector<int> new_ids;
-  for (int j : parse_eagle3_config(dc, wf.get_size("num_hidden_layers")).aux_layers)
-    new_ids.push_back(live[size_t(j)]);
+  plan_layer(p, LayerWidening{ck, pre, pre, hm, d, I, D, II, in_cols, 2 * d, 2 * D}, s);
   fs::create_directories(out_dir);
-  json c = dc.raw();
-  c["hidden_size"] = D;
-  c["target_hidden_size"] = D;
-  c["num_attention_heads"] = wd.heads;
-  c["num_key_value_heads"] = wd.kv_heads;
-  c["head_dim"] = wd.head_dim;
-  c["intermediate_size"] = II;
-  c["rms_norm_eps"] = dc.get_double("rms_norm_eps", 1e-6) * d / double(D);
-  c["eagle_aux_hidden_state_layer_ids"] = new_ids;
-  c["eagle_config"] = eagle_config_for_export(new_ids);
-  c["torch_dtype"] = torch_dtype(dt);
-  c["widened_from"] = {{"hidden_size", d}};
-  write_json(out_dir + "/config.json", c);
+  write_json(out_dir + "/config.json", wide_draft_config(dc, tc, wd, II, d, D, s.dtype));
   p.write(out_dir + "/model.safetensors");
 }
 
