@@ -119,6 +119,97 @@ TrainConfig demo_train_config(const DemoOptions& o, const std::string& data) {
   return cfg;
 }
 
+// The trained draft, paired with the target it runs against: the small target as it is, or
+// (--widen) both widened to a memory-bound size that computes the same function.
+struct DemoPair {
+  CommonOptions target;
+  std::string draft;
+};
+
+DemoPair demo_pair(const DemoOptions& o, const TrainSummary& ts, const std::optional<WidenShape>& wide_shape) {
+  DemoPair p{o.common, ts.export_dir};
+  if (!wide_shape) return p;
+  const std::string wt = o.output + "/wide-target", wd = o.output + "/wide-draft";
+  spdlog::info("demo: widening target and draft to hidden {}, {} layers (same function) in {}, {}", wide_shape->hidden,
+               wide_shape->layers, wt, wd);
+  widen_llama(o.common.model_dir, wt, *wide_shape);
+  widen_eagle3(ts.export_dir, wt, wd, *wide_shape);
+  p.target.model_dir = wt;
+  p.draft = wd;
+  MappedFile::set_read_into_memory(true);  // steadier decode than page-cache mappings (docs/engine.md)
+  return p;
+}
+
+// Unseen prompts: the opening tokens of the texts the trainer held out.
+std::vector<std::vector<int>> demo_prompts(const DemoOptions& o, const std::string& data, const Tokenizer& tok) {
+  const auto texts = load_prompts(data, o.num_samples);
+  std::vector<std::vector<int>> prompts;
+  for (size_t i = texts.size() - size_t(std::min<int>(o.eval_prompts, int(texts.size()))); i < texts.size(); ++i) {
+    auto ids = tok.encode(texts[i]);
+    ids.resize(std::min<size_t>(ids.size(), 8));
+    prompts.push_back(ids);
+  }
+  return prompts;
+}
+
+struct Method {
+  const char* name;
+  const SpecSetup* spec;
+  RunTotals totals;
+};
+
+// Each prompt goes through every method before the next prompt, so a swing in this machine's
+// memory bandwidth lands on all of them alike.
+void run_methods(ThreadPool& pool, ModelBundle& b, const std::vector<std::vector<int>>& prompts, int max_tokens,
+                 std::vector<Method>& methods) {
+  const SamplingParams greedy;
+  for (size_t p = 0; p < prompts.size(); ++p) {
+    for (Method& m : methods) {
+      RunTotals r = run_prompts(pool, b, {prompts[p]}, max_tokens, greedy, false, m.spec);
+      m.totals.tokens += r.tokens;
+      m.totals.seconds += r.seconds;
+      m.totals.spec.merge(r.spec);
+      m.totals.outputs.push_back(r.outputs[0]);
+    }
+    spdlog::info("demo: prompt {}/{} done", p + 1, prompts.size());
+  }
+}
+
+// The table, the picture and the JSON report: each method against the target alone.
+void report_methods(const DemoOptions& o, const ModelBundle& b, int threads, const TrainSummary& ts,
+                    const std::string& draft, size_t num_prompts, const std::vector<Method>& methods) {
+  const RunTotals& base = methods[0].totals;
+  std::vector<DemoRow> rows;
+  nlohmann::json report = {{"model", b.label()},       {"draft", draft},            {"threads", threads},
+                           {"prompts", num_prompts},   {"max_tokens", o.max_tokens}, {"machine", cpu_description()},
+                           {"training", {{"steps", ts.steps_done}, {"wall_seconds", ts.wall_seconds},
+                                         {"eval_simulated_acceptance", ts.eval_simulated_acceptance}}}};
+  std::printf("\n== eaglet demo: %s, %zu unseen prompts x %d tokens, greedy, %d thread(s), %s ==\n", b.label().c_str(),
+              num_prompts, o.max_tokens, threads, cpu_description().c_str());
+  std::printf("training: %lld steps in %.0fs wall, trainer busy %.0f%%, eval simulated acceptance length %.2f\n",
+              (long long)ts.steps_done, ts.wall_seconds, 100 * ts.trainer_busy_fraction, ts.eval_simulated_acceptance);
+  std::printf("%-22s %10s %12s %10s %10s   %s\n", "method", "tok/s", "accept len", "speedup", "identical", "accepted at position 1..k");
+  for (const Method& m : methods) {
+    int same = 0;
+    for (size_t i = 0; i < num_prompts; ++i) same += m.totals.outputs[i] == base.outputs[i];
+    DemoRow row{m.name, m.totals.tokens_per_second(), m.totals.tokens_per_second() / base.tokens_per_second(),
+                m.spec ? m.totals.spec.mean_acceptance_length() : 0, m.spec ? m.totals.spec.per_position_rates() : std::vector<double>{}};
+    std::string pos;
+    for (double r : row.acceptance_by_position) pos += fmt::format("{:.2f} ", r);
+    std::printf("%-22s %10.1f %12s %9.2fx %7d/%zu   %s\n", m.name, row.tokens_per_second,
+                m.spec ? fmt::format("{:.2f}", row.acceptance_length).c_str() : "-", row.speedup, same, num_prompts, pos.c_str());
+    report["methods"].push_back({{"method", row.method}, {"tokens_per_second", row.tokens_per_second}, {"speedup", row.speedup},
+                                 {"acceptance_length", row.acceptance_length}, {"acceptance_by_position", row.acceptance_by_position},
+                                 {"identical", same},
+                                 {"drafted_tokens", m.totals.spec.num_draft_tokens}, {"accepted_tokens", m.totals.spec.num_accepted_tokens}});
+    rows.push_back(row);
+  }
+  const std::string svg = o.output + "/demo.svg", json_path = o.output + "/demo.json";
+  write_demo_svg(svg, fmt::format("eaglet demo: {}, {} thread(s), {}", b.label(), threads, cpu_description()), rows);
+  std::ofstream(json_path) << report.dump(2) << "\n";
+  std::printf("draft: %s\npicture: %s\nreport: %s\n", draft.c_str(), svg.c_str(), json_path.c_str());
+}
+
 void run_demo(const DemoOptions& o) {
   apply_common_options(o.common);
   std::filesystem::create_directories(o.output);
@@ -127,94 +218,28 @@ void run_demo(const DemoOptions& o) {
   if (data.empty()) data = (!o.common.model_dir.empty() && file_exists(shared_stories)) ? shared_stories : builtin_texts_file(o.output);
   spdlog::info("demo: data {}", data);
   const auto wide_shape = demo_widen_shape(o);  // a bad --widen fails before training
-  const TrainConfig cfg = demo_train_config(o, data);
-  TrainSummary ts = run_training(cfg);
-
-  CommonOptions target = o.common;
-  std::string draft = ts.export_dir;
-  if (const auto& shape = wide_shape) {
-    const std::string wt = o.output + "/wide-target", wd = o.output + "/wide-draft";
-    spdlog::info("demo: widening target and draft to hidden {}, {} layers (same function) in {}, {}", shape->hidden,
-                 shape->layers, wt, wd);
-    widen_llama(o.common.model_dir, wt, *shape);
-    widen_eagle3(ts.export_dir, wt, wd, *shape);
-    target.model_dir = wt;
-    draft = wd;
-    MappedFile::set_read_into_memory(true);  // steadier decode than page-cache mappings (docs/engine.md)
-  }
-
-  // Unseen prompts: the opening tokens of the texts the trainer held out.
+  const TrainSummary ts = run_training(demo_train_config(o, data));
+  const DemoPair pair = demo_pair(o, ts, wide_shape);
   const auto pool = make_thread_pool(o.common.threads);
-  ModelBundle b = load_target(target);
-  auto texts = load_prompts(data, o.num_samples);
-  std::vector<std::vector<int>> prompts;
-  for (size_t i = texts.size() - size_t(std::min<int>(o.eval_prompts, int(texts.size()))); i < texts.size(); ++i) {
-    auto ids = b.tokenizer.encode(texts[i]);
-    ids.resize(std::min<size_t>(ids.size(), 8));
-    prompts.push_back(ids);
-  }
+  ModelBundle b = load_target(pair.target);
+  const std::vector<std::vector<int>> prompts = demo_prompts(o, data, b.tokenizer);
   SpecOptions ng;
   ng.method = "ngram";
   ng.num_speculative_tokens = 3;
   SpecOptions chain;
-  chain.draft_dir = draft;
+  chain.draft_dir = pair.draft;
   chain.num_speculative_tokens = 3;
   SpecOptions autoshape = chain;
   autoshape.num_speculative_tokens = -1;
   const SpecSetup ngram(ng, *b.model), eagle(chain, *b.model), eagle_auto(autoshape, *b.model);
   // Chains of 3 show what the draft learned (acceptance length); auto what the cost model makes
-  // of it on this target. Each prompt goes through every method before the next prompt, so a
-  // swing in this machine's memory bandwidth lands on all of them alike.
-  struct Method {
-    const char* name;
-    const SpecSetup* spec;
-    RunTotals totals;
-  };
+  // of it on this target.
   std::vector<Method> methods = {{"target only", nullptr, {}},
                                  {"n-gram lookup", &ngram, {}},
                                  {"EAGLE-3, chain of 3", &eagle, {}},
                                  {"EAGLE-3, auto shape", &eagle_auto, {}}};
-  const SamplingParams greedy;
-  for (size_t p = 0; p < prompts.size(); ++p) {
-    for (Method& m : methods) {
-      RunTotals r = run_prompts(*pool, b, {prompts[p]}, o.max_tokens, greedy, false, m.spec);
-      m.totals.tokens += r.tokens;
-      m.totals.seconds += r.seconds;
-      m.totals.spec.merge(r.spec);
-      m.totals.outputs.push_back(r.outputs[0]);
-    }
-    spdlog::info("demo: prompt {}/{} done", p + 1, prompts.size());
-  }
-  const RunTotals& base = methods[0].totals;
-  std::vector<DemoRow> rows;
-  nlohmann::json report = {{"model", b.label()},        {"draft", draft},          {"threads", pool->size()},
-                           {"prompts", prompts.size()}, {"max_tokens", o.max_tokens}, {"machine", cpu_description()},
-                           {"training", {{"steps", ts.steps_done}, {"wall_seconds", ts.wall_seconds},
-                                         {"eval_simulated_acceptance", ts.eval_simulated_acceptance}}}};
-  std::printf("\n== eaglet demo: %s, %zu unseen prompts x %d tokens, greedy, %d thread(s), %s ==\n", b.label().c_str(),
-              prompts.size(), o.max_tokens, pool->size(), cpu_description().c_str());
-  std::printf("training: %lld steps in %.0fs wall, trainer busy %.0f%%, eval simulated acceptance length %.2f\n",
-              (long long)ts.steps_done, ts.wall_seconds, 100 * ts.trainer_busy_fraction, ts.eval_simulated_acceptance);
-  std::printf("%-22s %10s %12s %10s %10s   %s\n", "method", "tok/s", "accept len", "speedup", "identical", "accepted at position 1..k");
-  for (const Method& m : methods) {
-    int same = 0;
-    for (size_t i = 0; i < prompts.size(); ++i) same += m.totals.outputs[i] == base.outputs[i];
-    DemoRow row{m.name, m.totals.tokens_per_second(), m.totals.tokens_per_second() / base.tokens_per_second(),
-                m.spec ? m.totals.spec.mean_acceptance_length() : 0, m.spec ? m.totals.spec.per_position_rates() : std::vector<double>{}};
-    std::string pos;
-    for (double r : row.acceptance_by_position) pos += fmt::format("{:.2f} ", r);
-    std::printf("%-22s %10.1f %12s %9.2fx %7d/%zu   %s\n", m.name, row.tokens_per_second,
-                m.spec ? fmt::format("{:.2f}", row.acceptance_length).c_str() : "-", row.speedup, same, prompts.size(), pos.c_str());
-    report["methods"].push_back({{"method", row.method}, {"tokens_per_second", row.tokens_per_second}, {"speedup", row.speedup},
-                                 {"acceptance_length", row.acceptance_length}, {"acceptance_by_position", row.acceptance_by_position},
-                                 {"identical", same},
-                                 {"drafted_tokens", m.totals.spec.num_draft_tokens}, {"accepted_tokens", m.totals.spec.num_accepted_tokens}});
-    rows.push_back(row);
-  }
-  const std::string svg = o.output + "/demo.svg", json_path = o.output + "/demo.json";
-  write_demo_svg(svg, fmt::format("eaglet demo: {}, {} thread(s), {}", b.label(), pool->size(), cpu_description()), rows);
-  std::ofstream(json_path) << report.dump(2) << "\n";
-  std::printf("draft: %s\npicture: %s\nreport: %s\n", draft.c_str(), svg.c_str(), json_path.c_str());
+  run_methods(*pool, b, prompts, o.max_tokens, methods);
+  report_methods(o, b, pool->size(), ts, pair.draft, prompts.size(), methods);
 }
 }  // namespace
 

@@ -85,32 +85,61 @@ void Eagle3Proposer::flush(const std::vector<Request>& requests) {
   }
 }
 
+namespace {
+struct TreeNode {
+  int token, parent;
+  float score;
+  int fwd = -1;       // index among this draft's forwarded nodes (its draft-cache row offset)
+  uint64_t mask = 0;  // forwarded ancestors and itself
+};
+
+// The `k` best-scored of nodes[from..] in score order (ties: the earlier first, so a parent stays
+// ahead of an equal child).
+std::vector<int> best_of(const std::vector<TreeNode>& nodes, size_t from, int k) {
+  std::vector<int> idx(nodes.size() - from);
+  std::iota(idx.begin(), idx.end(), int(from));
+  std::stable_sort(idx.begin(), idx.end(), [&](int a, int b) { return nodes[size_t(a)].score > nodes[size_t(b)].score; });
+  if (int(idx.size()) > k) idx.resize(size_t(k));
+  return idx;
+}
+}  // namespace
+
+// One sequence's tree as it grows, level by level.
+struct Eagle3Proposer::Work {
+  State* st = nullptr;
+  TreeShape shape;
+  std::vector<TreeNode> nodes;
+  std::vector<int> frontier;               // nodes to expand at the next depth
+  std::vector<std::vector<float>> states;  // output state per forwarded node
+};
+
 void Eagle3Proposer::propose(const std::vector<Request>& requests, std::vector<DraftTree>* trees) {
   flush(requests);
-  const int64_t H = draft_.config().hidden;
-  const int Vd = draft_.config().draft_vocab;
-  struct Node {
-    int token, parent;
-    float score;
-    int fwd = -1;        // index among this draft's forwarded nodes (its draft-cache row offset)
-    uint64_t mask = 0;   // forwarded ancestors and itself
-  };
-  struct Work {
-    State* st = nullptr;
-    TreeShape shape;
-    std::vector<Node> nodes;
-    std::vector<int> frontier;                // nodes to expand at the next depth
-    std::vector<std::vector<float>> states;   // output state per forwarded node
-  };
-  std::vector<Work> work(requests.size());
   int max_depth = 0;
-  auto best_of = [](const std::vector<Node>& nodes, size_t from, int k) {
-    std::vector<int> idx(nodes.size() - from);
-    std::iota(idx.begin(), idx.end(), int(from));
-    std::stable_sort(idx.begin(), idx.end(), [&](int a, int b) { return nodes[size_t(a)].score > nodes[size_t(b)].score; });
-    if (int(idx.size()) > k) idx.resize(size_t(k));
-    return idx;
-  };
+  std::vector<Work> work = plant(requests, &max_depth);
+  for (int d = 2; d <= max_depth; ++d)
+    if (!grow(work, d)) break;
+  // Keep the `budget` best nodes. A child's score never exceeds its parent's and the stable sort
+  // keeps a parent (created first) ahead of an equal child, so every prefix is a tree.
+  trees->assign(requests.size(), DraftTree{});
+  for (size_t i = 0; i < requests.size(); ++i) {
+    const Work& w = work[i];
+    if (w.nodes.empty()) continue;
+    std::vector<int> new_index(w.nodes.size(), -1);
+    DraftTree& t = (*trees)[i];
+    for (int n : best_of(w.nodes, 0, w.shape.budget)) {
+      const TreeNode& node = w.nodes[size_t(n)];
+      EAGLET_CHECK(node.parent < 0 || new_index[size_t(node.parent)] >= 0, "draft tree: node kept without its parent");
+      new_index[size_t(n)] = t.size();
+      t.add(node.token, node.parent >= 0 ? new_index[size_t(node.parent)] : -1, node.score);
+    }
+  }
+}
+
+// Each request's shape within what the masks hold, and its first level: the root's top-k
+// candidates, from the last flush.
+std::vector<Eagle3Proposer::Work> Eagle3Proposer::plant(const std::vector<Request>& requests, int* max_depth) {
+  std::vector<Work> work(requests.size());
   for (size_t i = 0; i < requests.size(); ++i) {
     Work& w = work[i];
     w.st = &states_.at(requests[i].seq);
@@ -123,60 +152,52 @@ void Eagle3Proposer::propose(const std::vector<Request>& requests, std::vector<D
     for (int c = 0; c < std::min<int>(s.topk, int(w.st->root.size())); ++c)
       w.nodes.push_back({w.st->root[size_t(c)].token, -1, w.st->root[size_t(c)].prob});
     w.frontier = best_of(w.nodes, 0, s.topk);
-    max_depth = std::max(max_depth, s.depth);
+    *max_depth = std::max(*max_depth, s.depth);
   }
-  for (int d = 2; d <= max_depth; ++d) {
-    std::vector<Eagle3Rows> chunks;
-    std::vector<Work*> who;
-    std::vector<float> gin;
-    for (Work& w : work) {
-      if (d > w.shape.depth || w.frontier.empty()) continue;
-      Eagle3Rows r{w.st->kv, {}};
-      for (int n : w.frontier) {
-        Node& node = w.nodes[size_t(n)];
-        node.fwd = int(w.states.size()) + int(r.tokens.size());
-        node.mask = (node.parent >= 0 ? w.nodes[size_t(node.parent)].mask : 0) | (uint64_t(1) << node.fwd);
-        r.tokens.push_back(node.token);
-        r.slots.push_back({w.st->kv, w.st->exact_len + d - 2, 0, w.st->exact_len, node.mask});
-        const std::vector<float>& g = node.parent >= 0 ? w.states[size_t(w.nodes[size_t(node.parent)].fwd)] : w.st->last;
-        gin.insert(gin.end(), g.begin(), g.end());
-      }
-      chunks.push_back(std::move(r));
-      who.push_back(&w);
+  return work;
+}
+
+// Level d of every tree that reaches it: one draft forward over all frontiers (each node sees its
+// forwarded ancestors), then each expanded node's top-k children, and the next frontier. False
+// when no tree reaches level d.
+bool Eagle3Proposer::grow(std::vector<Work>& work, int d) {
+  const int64_t H = draft_.config().hidden;
+  const int Vd = draft_.config().draft_vocab;
+  std::vector<Eagle3Rows> chunks;
+  std::vector<Work*> who;
+  std::vector<float> gin;
+  for (Work& w : work) {
+    if (d > w.shape.depth || w.frontier.empty()) continue;
+    Eagle3Rows r{w.st->kv, {}};
+    for (int n : w.frontier) {
+      TreeNode& node = w.nodes[size_t(n)];
+      node.fwd = int(w.states.size()) + int(r.tokens.size());
+      node.mask = (node.parent >= 0 ? w.nodes[size_t(node.parent)].mask : 0) | (uint64_t(1) << node.fwd);
+      r.tokens.push_back(node.token);
+      r.slots.push_back({w.st->kv, w.st->exact_len + d - 2, 0, w.st->exact_len, node.mask});
+      const std::vector<float>& g = node.parent >= 0 ? w.states[size_t(w.nodes[size_t(node.parent)].fwd)] : w.st->last;
+      gin.insert(gin.end(), g.begin(), g.end());
     }
-    if (chunks.empty()) break;
-    std::vector<float> next(gin.size()), logits;
-    draft_.forward(pool_, cache_, chunks, gin.data(), next.data(), &logits, /*all_logits=*/true);
-    size_t row = 0;
-    for (Work* w : who) {
-      const size_t first_new = w->nodes.size();
-      const std::vector<int> expanded = w->frontier;
-      for (int n : expanded) {
-        w->states.emplace_back(next.begin() + int64_t(row) * H, next.begin() + int64_t(row + 1) * H);
-        const float score = w->nodes[size_t(n)].score;
-        for (const Candidate& c : top_candidates(logits.data() + row * size_t(Vd), w->shape.topk))
-          w->nodes.push_back({c.token, n, score * c.prob});
-        ++row;
-      }
-      w->frontier = best_of(w->nodes, first_new, w->shape.topk);
-    }
+    chunks.push_back(std::move(r));
+    who.push_back(&w);
   }
-  // Keep the `budget` best nodes. A child's score never exceeds its parent's and the stable sort
-  // keeps a parent (created first) ahead of an equal child, so every prefix is a tree.
-  trees->assign(requests.size(), DraftTree{});
-  for (size_t i = 0; i < requests.size(); ++i) {
-    const Work& w = work[i];
-    if (w.nodes.empty()) continue;
-    std::vector<int> order = best_of(w.nodes, 0, w.shape.budget);
-    std::vector<int> new_index(w.nodes.size(), -1);
-    DraftTree& t = (*trees)[i];
-    for (int n : order) {
-      const Node& node = w.nodes[size_t(n)];
-      EAGLET_CHECK(node.parent < 0 || new_index[size_t(node.parent)] >= 0, "draft tree: node kept without its parent");
-      new_index[size_t(n)] = t.size();
-      t.add(node.token, node.parent >= 0 ? new_index[size_t(node.parent)] : -1, node.score);
+  if (chunks.empty()) return false;
+  std::vector<float> next(gin.size()), logits;
+  draft_.forward(pool_, cache_, chunks, gin.data(), next.data(), &logits, /*all_logits=*/true);
+  size_t row = 0;
+  for (Work* w : who) {
+    const size_t first_new = w->nodes.size();
+    const std::vector<int> expanded = w->frontier;
+    for (int n : expanded) {
+      w->states.emplace_back(next.begin() + int64_t(row) * H, next.begin() + int64_t(row + 1) * H);
+      const float score = w->nodes[size_t(n)].score;
+      for (const Candidate& c : top_candidates(logits.data() + row * size_t(Vd), w->shape.topk))
+        w->nodes.push_back({c.token, n, score * c.prob});
+      ++row;
     }
+    w->frontier = best_of(w->nodes, first_new, w->shape.topk);
   }
+  return true;
 }
 
 }  // namespace eaglet

@@ -50,6 +50,10 @@ class Eagle3Proposer : public Proposer {
   // Folds the pending positions of the requested sequences in with one forward. Sequences the
   // engine does not ask to draft keep theirs (target taps included) until it does.
   void flush(const std::vector<Request>& requests);
+  // propose(): plant each tree's first level, then grow all of them a level per draft forward.
+  struct Work;
+  std::vector<Work> plant(const std::vector<Request>& requests, int* max_depth);
+  bool grow(std::vector<Work>& work, int depth);
   // The `k` most likely draft tokens (as target ids) of a draft-vocabulary logit row.
   std::vector<Candidate> top_candidates(const float* logits, int k) const;
 
