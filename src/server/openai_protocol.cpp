@@ -126,6 +126,101 @@ ApiRequest::Prompt prompt_of(const json& p, const std::string& param) {
 }
 }  // namespace
 
+namespace {
+// /v1/chat/completions' own fields: the messages, and the chat form of max_tokens and logprobs.
+void parse_chat_fields(const json& b, ApiRequest& r) {
+  const json* msgs = field(b, "messages");
+  if (!msgs) bad("messages", "'messages' is required");
+  if (!msgs->is_array() || msgs->empty()) bad("messages", "'messages' must be a non-empty list");
+  for (size_t i = 0; i < msgs->size(); ++i) {
+    const json& m = (*msgs)[i];
+    const std::string p = fmt::format("messages[{}]", i);
+    if (!m.is_object() || !m.contains("role") || !m["role"].is_string()) bad(p, p + " needs a string 'role'");
+    const std::string role = m["role"].get<std::string>();
+    if (role != "system" && role != "user" && role != "assistant" && role != "developer" && role != "tool")
+      bad(p + ".role", fmt::format("unknown role '{}'", role));
+    r.messages.push_back({role == "developer" ? "system" : role, content_text(m.value("content", json()), p + ".content")});
+  }
+  r.max_tokens = int(integer(b, "max_completion_tokens", 1, 1 << 30, integer(b, "max_tokens", 1, 1 << 30, -1)));
+  if (boolean(b, "logprobs", false)) r.logprobs = int(integer(b, "top_logprobs", 0, 20, 0));
+  if (const json* k = field(b, "chat_template_kwargs")) {
+    if (!k->is_object()) bad("chat_template_kwargs", "'chat_template_kwargs' must be an object");
+    r.chat_template_kwargs = *k;
+  }
+  r.add_generation_prompt = boolean(b, "add_generation_prompt", true);
+}
+
+// /v1/completions' own fields: the prompt (a string, token ids, or a batch: a list of strings or
+// of token-id lists), echo, and the completions form of max_tokens and logprobs.
+void parse_completion_fields(const json& b, ApiRequest& r) {
+  const json* p = field(b, "prompt");
+  if (!p) bad("prompt", "'prompt' is required");
+  if (p->is_array() && !p->empty() && ((*p)[0].is_string() || (*p)[0].is_array())) {
+    if (p->size() > 64) bad("prompt", "at most 64 prompts per request");
+    for (size_t i = 0; i < p->size(); ++i) r.prompts.push_back(prompt_of((*p)[i], fmt::format("prompt[{}]", i)));
+  } else {
+    r.prompts.push_back(prompt_of(*p, "prompt"));
+  }
+  r.echo = boolean(b, "echo", false);
+  // max_tokens 0 only makes sense with echo: scoring the prompt (lm-evaluation-harness).
+  r.max_tokens = int(integer(b, "max_tokens", r.echo ? 0 : 1, 1 << 30, 16));  // the completions API's default is 16
+  if (const json* lp = field(b, "logprobs")) {
+    if (!lp->is_number_integer()) bad("logprobs", "'logprobs' must be an integer");
+    r.logprobs = int(integer(b, "logprobs", 0, 20, 0));
+  }
+}
+
+// {"token id": bias in [-100, 100]}; ids are checked against the vocabulary later.
+void parse_logit_bias(const json& lb, SamplingParams& sp) {
+  if (!lb.is_object()) bad("logit_bias", "'logit_bias' must be an object mapping token ids to biases");
+  if (lb.size() > 1024) bad("logit_bias", "at most 1024 logit_bias entries");
+  for (auto& [k, v] : lb.items()) {
+    int id = -1;
+    size_t used = 0;
+    try {
+      id = std::stoi(k, &used);
+    } catch (const std::exception&) {
+    }
+    if (used != k.size() || id < 0) bad("logit_bias", fmt::format("logit_bias key '{}' is not a token id", k));
+    if (!v.is_number() || !(v.get<double>() >= -100 && v.get<double>() <= 100))
+      bad("logit_bias", fmt::format("logit_bias['{}'] must be a number in [-100, 100]", k));
+    sp.logit_bias.emplace_back(id, v.get<float>());
+  }
+}
+
+// The sampling fields, with the server's defaults (generation_config.json) where absent.
+void parse_sampling(const json& b, const SamplingDefaults& d, ApiRequest& r) {
+  r.sampling.temperature = float(number(b, "temperature", 0, 100, d.temperature));
+  r.sampling.top_p = float(number(b, "top_p", 1e-9, 1, d.top_p));
+  const int64_t top_k = integer(b, "top_k", -1, 1 << 30, d.top_k);
+  r.sampling.top_k = top_k < 0 ? 0 : int(top_k);
+  r.sampling.min_p = float(number(b, "min_p", 0, 1, d.min_p));
+  r.sampling.presence_penalty = float(number(b, "presence_penalty", -2, 2, 0.0));
+  r.sampling.frequency_penalty = float(number(b, "frequency_penalty", -2, 2, 0.0));
+  r.sampling.repetition_penalty = float(number(b, "repetition_penalty", 1e-6, 2, d.repetition_penalty));
+  if (const json* lb = field(b, "logit_bias")) parse_logit_bias(*lb, r.sampling);
+  if (field(b, "seed")) {
+    r.sampling.seed = uint64_t(integer(b, "seed", INT64_MIN, INT64_MAX, 0));
+    r.seed_given = true;
+  }
+}
+
+void parse_stop(const json& s, std::vector<std::string>& stop) {
+  if (s.is_string()) stop = {s.get<std::string>()};
+  else if (s.is_array()) {
+    for (auto& x : s) {
+      if (!x.is_string()) bad("stop", "'stop' must be a string or a list of strings");
+      stop.push_back(x.get<std::string>());
+    }
+  } else {
+    bad("stop", "'stop' must be a string or a list of strings");
+  }
+  if (stop.size() > 16) bad("stop", "at most 16 stop strings");
+  for (auto& st : stop)  // matched after every token: keep that cheap
+    if (st.size() > kMaxStopBytes) bad("stop", fmt::format("a stop string may be at most {} bytes", kMaxStopBytes));
+}
+}  // namespace
+
 ApiRequest parse_request(const json& b, bool chat, const SamplingDefaults& d) {
   if (!b.is_object()) bad("", "request body must be a JSON object");
   check_fields(b, chat);
@@ -135,86 +230,10 @@ ApiRequest parse_request(const json& b, bool chat, const SamplingDefaults& d) {
     if (!m->is_string()) bad("model", "'model' must be a string");
     r.model = m->get<std::string>();
   }
-  if (chat) {
-    const json* msgs = field(b, "messages");
-    if (!msgs) bad("messages", "'messages' is required");
-    if (!msgs->is_array() || msgs->empty()) bad("messages", "'messages' must be a non-empty list");
-    for (size_t i = 0; i < msgs->size(); ++i) {
-      const json& m = (*msgs)[i];
-      const std::string p = fmt::format("messages[{}]", i);
-      if (!m.is_object() || !m.contains("role") || !m["role"].is_string()) bad(p, p + " needs a string 'role'");
-      const std::string role = m["role"].get<std::string>();
-      if (role != "system" && role != "user" && role != "assistant" && role != "developer" && role != "tool")
-        bad(p + ".role", fmt::format("unknown role '{}'", role));
-      r.messages.push_back({role == "developer" ? "system" : role, content_text(m.value("content", json()), p + ".content")});
-    }
-    r.max_tokens = int(integer(b, "max_completion_tokens", 1, 1 << 30, integer(b, "max_tokens", 1, 1 << 30, -1)));
-    if (boolean(b, "logprobs", false)) r.logprobs = int(integer(b, "top_logprobs", 0, 20, 0));
-    if (const json* k = field(b, "chat_template_kwargs")) {
-      if (!k->is_object()) bad("chat_template_kwargs", "'chat_template_kwargs' must be an object");
-      r.chat_template_kwargs = *k;
-    }
-    r.add_generation_prompt = boolean(b, "add_generation_prompt", true);
-  } else {
-    const json* p = field(b, "prompt");
-    if (!p) bad("prompt", "'prompt' is required");
-    // A string, token ids, or a batch: a list of strings or a list of token-id lists.
-    if (p->is_array() && !p->empty() && ((*p)[0].is_string() || (*p)[0].is_array())) {
-      if (p->size() > 64) bad("prompt", "at most 64 prompts per request");
-      for (size_t i = 0; i < p->size(); ++i) r.prompts.push_back(prompt_of((*p)[i], fmt::format("prompt[{}]", i)));
-    } else {
-      r.prompts.push_back(prompt_of(*p, "prompt"));
-    }
-    r.echo = boolean(b, "echo", false);
-    // max_tokens 0 only makes sense with echo: scoring the prompt (lm-evaluation-harness).
-    r.max_tokens = int(integer(b, "max_tokens", r.echo ? 0 : 1, 1 << 30, 16));  // the completions API's default is 16
-    if (const json* lp = field(b, "logprobs")) {
-      if (!lp->is_number_integer()) bad("logprobs", "'logprobs' must be an integer");
-      r.logprobs = int(integer(b, "logprobs", 0, 20, 0));
-    }
-  }
-  r.sampling.temperature = float(number(b, "temperature", 0, 100, d.temperature));
-  r.sampling.top_p = float(number(b, "top_p", 1e-9, 1, d.top_p));
-  const int64_t top_k = integer(b, "top_k", -1, 1 << 30, d.top_k);
-  r.sampling.top_k = top_k < 0 ? 0 : int(top_k);
-  r.sampling.min_p = float(number(b, "min_p", 0, 1, d.min_p));
-  r.sampling.presence_penalty = float(number(b, "presence_penalty", -2, 2, 0.0));
-  r.sampling.frequency_penalty = float(number(b, "frequency_penalty", -2, 2, 0.0));
-  r.sampling.repetition_penalty = float(number(b, "repetition_penalty", 1e-6, 2, d.repetition_penalty));
-  if (const json* lb = field(b, "logit_bias")) {  // {"token id": bias in [-100, 100]}; ids checked against the vocabulary later
-    if (!lb->is_object()) bad("logit_bias", "'logit_bias' must be an object mapping token ids to biases");
-    if (lb->size() > 1024) bad("logit_bias", "at most 1024 logit_bias entries");
-    for (auto& [k, v] : lb->items()) {
-      int id = -1;
-      size_t used = 0;
-      try {
-        id = std::stoi(k, &used);
-      } catch (const std::exception&) {
-      }
-      if (used != k.size() || id < 0) bad("logit_bias", fmt::format("logit_bias key '{}' is not a token id", k));
-      if (!v.is_number() || !(v.get<double>() >= -100 && v.get<double>() <= 100))
-        bad("logit_bias", fmt::format("logit_bias['{}'] must be a number in [-100, 100]", k));
-      r.sampling.logit_bias.emplace_back(id, v.get<float>());
-    }
-  }
-  if (field(b, "seed")) {
-    r.sampling.seed = uint64_t(integer(b, "seed", INT64_MIN, INT64_MAX, 0));
-    r.seed_given = true;
-  }
-  if (const json* s = field(b, "stop")) {
-    if (s->is_string()) r.stop = {s->get<std::string>()};
-    else if (s->is_array()) {
-      for (auto& x : *s) {
-        if (!x.is_string()) bad("stop", "'stop' must be a string or a list of strings");
-        r.stop.push_back(x.get<std::string>());
-      }
-    } else {
-      bad("stop", "'stop' must be a string or a list of strings");
-    }
-    if (r.stop.size() > 16) bad("stop", "at most 16 stop strings");
-    for (auto& st : r.stop)  // matched after every token: keep that cheap
-      if (st.size() > kMaxStopBytes) bad("stop", fmt::format("a stop string may be at most {} bytes", kMaxStopBytes));
-  }
+  if (chat) parse_chat_fields(b, r);
+  else parse_completion_fields(b, r);
+  parse_sampling(b, d, r);
+  if (const json* s = field(b, "stop")) parse_stop(*s, r.stop);
   r.n = int(integer(b, "n", 1, 16, 1));
   r.stream = boolean(b, "stream", false);
   if (const json* so = field(b, "stream_options")) {
