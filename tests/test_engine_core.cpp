@@ -204,5 +204,63 @@ TEST(EngineCore, KeepRowsMovesTheAcceptedPathIntoPlace) {
   EXPECT_THROW(cache.keep_rows(s, 2, {1}), Error);  // a row below the kept prefix
 }
 
+// What the engine reports: the prompt tokens the target ran.
+struct PrefillCounter : EngineObserver {
+  int64_t prompt_tokens = 0;
+  void request_finished(const std::string&, const RequestTimes&) override {}
+  void tokens(int64_t prompt, int64_t) override { prompt_tokens += prompt; }
+  void time_to_first_token(double) override {}
+  void inter_token_latency(double) override {}
+  void iteration(int64_t) override {}
+  void spec_step(int, int, int) override {}
+  void set_draft_version(int) override {}
+};
+
+// n = 4 choices of one prompt (the server's n): the prompt is prefilled once and forked (copy on
+// write), and each choice samples exactly what it samples alone. A leader cancelled before its
+// prefill hands the prompt to the next choice, which still prefills it once for the rest.
+TEST(EngineCore, ChoicesOfOnePromptPrefillItOnce) {
+  ModelBundle b = load_bundle("");
+  const SpecSetup plain(SpecOptions{}, *b.model);
+  const std::vector<int> prompt = b.tokenizer.encode("one prompt, four sampled choices, and a long enough tail");
+  auto request = [&](uint64_t seed) {
+    auto r = std::make_shared<Request>();
+    r->prompt = prompt;
+    r->sampling.temperature = 0.9f;
+    r->sampling.seed = seed;
+    r->stop.max_tokens = 12;
+    r->stop.ignore_eos = true;
+    return r;
+  };
+  std::vector<std::vector<int>> alone;
+  for (uint64_t seed = 1; seed <= 4; ++seed) alone.push_back(generate(test::pool(), *b.model, b.tokenizer, request(seed)).token_ids);
+  for (bool cancel_leader : {false, true}) {
+    PrefillCounter counter;
+    EngineOptions o;
+    o.max_num_seqs = 4;
+    o.max_model_len = 128;
+    o.prefill_chunk = 5;  // several steps of prefill: followers wait through them
+    EngineCore e(test::pool(), *b.model, b.tokenizer, plain, o, &counter);
+    std::vector<std::vector<int>> out(4);
+    std::vector<std::shared_ptr<Request>> requests;
+    for (uint64_t seed = 1; seed <= 4; ++seed) {
+      auto r = request(seed);
+      r->on_output = [&out, seed](const std::string&, const std::vector<TokenLogprob>& t) {
+        for (auto& x : t) out[seed - 1].push_back(x.token);
+      };
+      ASSERT_TRUE(e.try_add(r));
+      requests.push_back(r);
+    }
+    if (cancel_leader) {
+      e.step();  // the leader is part-way through the prompt
+      requests[0]->cancelled = true;
+    }
+    while (e.has_work()) e.step();
+    const int64_t leader_part = cancel_leader ? std::min<int64_t>(5, int64_t(prompt.size())) : 0;
+    EXPECT_EQ(counter.prompt_tokens, int64_t(prompt.size()) + leader_part) << "cancel_leader " << cancel_leader;
+    for (size_t i = cancel_leader ? 1 : 0; i < 4; ++i) EXPECT_EQ(out[i], alone[i]) << "choice " << i;
+  }
+}
+
 }  // namespace
 }  // namespace eaglet

@@ -63,6 +63,10 @@ struct EngineCore::Seq {
   std::vector<TokenLogprob> prompt_logprobs;  // while prefilling with Request::prompt_logprobs
   bool prompt_only = false;                   // max_tokens 0: finishes once prefilled
   std::vector<TokenLogprob> pending;
+  // Requests with the same prompt share one prefill (n > 1 choices): a follower waits for its
+  // leader's prompt and then forks the leader's KV blocks (copy-on-write).
+  Seq* leader = nullptr;
+  std::vector<Seq*> followers;
   Seq(std::shared_ptr<Request> r, const Tokenizer& tok)
       : req(std::move(r)), sampler(req->sampling), tracker(tok, req->stop, has_text(tok, req->prompt)) {}
   static bool has_text(const Tokenizer& tok, const std::vector<int>& prompt) {
@@ -164,8 +168,25 @@ bool EngineCore::try_add(std::shared_ptr<Request> r) {
   s->blocks = need;
   if (policy_) s->policy = policy_->new_sequence();
   reserved_blocks_ += need;
+  follow_same_prompt(*s);
   running_.push_back(std::move(s));
   return true;
+}
+
+// A new sequence whose prompt a running one is still prefilling waits for that prefill instead of
+// running its own. Not for prompt log-probabilities (scored per sequence) or with the tap history
+// kept for online training (each sequence records its own).
+void EngineCore::follow_same_prompt(Seq& s) {
+  auto shareable = [&](const Seq& x) {
+    return x.req->prompt_logprobs < 0 && x.req->stop.max_tokens > 0;
+  };
+  if (keep_history_ || !shareable(s)) return;
+  for (auto& l : running_)
+    if (!l->leader && !l->decoding && shareable(*l) && l->req->prompt == s.req->prompt) {
+      s.leader = l.get();
+      l->followers.push_back(&s);
+      return;
+    }
 }
 
 void EngineCore::abort_all(const std::string& reason) {
@@ -200,6 +221,14 @@ void EngineCore::deliver_capture(Seq& s) {
 }
 
 void EngineCore::finish(Seq& s, const std::string& reason) {
+  if (s.leader) std::erase(s.leader->followers, &s);
+  if (!s.followers.empty()) {  // its prompt is not in yet: the first follower prefills it for the rest
+    Seq* next = s.followers[0];
+    next->leader = nullptr;
+    next->followers.assign(s.followers.begin() + 1, s.followers.end());
+    for (Seq* f : next->followers) f->leader = next;
+    s.followers.clear();
+  }
   if (s.capture && reason != "abort") deliver_capture(s);
   cache_->free(s.kv);
   if (s.proposing) proposer_->end(s.kv);
@@ -312,6 +341,7 @@ EngineCore::StepPlan EngineCore::plan() {
   int budget = opts_.prefill_chunk, fixed_tokens = 0;
   for (auto& sp : running_) {
     Seq& s = *sp;
+    if (s.leader) continue;  // waits for its leader's prefill
     if (s.decoding) {
       decoding.push_back(&s);
       p.seqs.push_back(&s);
@@ -412,7 +442,17 @@ size_t EngineCore::apply_prefill(Seq& s, const SeqChunk& c, const float* taps, s
     if (prefilled && s.req->on_prompt_logprobs) s.req->on_prompt_logprobs(std::move(s.prompt_logprobs));
   }
   if (!prefilled) return row - row0;
-  start_decoding(s, out_.logits.data() + row * size_t(V));
+  const float* logits = out_.logits.data() + row * size_t(V);
+  for (Seq* f : s.followers) {  // before the leader's taps are let go
+    cache_->free(f->kv);
+    f->kv = cache_->fork(s.kv);
+    f->prefilled = s.prefilled;
+    f->prompt_taps = s.prompt_taps;
+    f->leader = nullptr;
+    start_decoding(*f, logits);
+  }
+  s.followers.clear();
+  start_decoding(s, logits);
   return row + 1 - row0;
 }
 

@@ -42,7 +42,8 @@ class EngineCore {
   const EngineOptions& options() const { return opts_; }
 
   // Admits a request when a sequence slot and its KV blocks are free; false leaves it queued with
-  // the caller. The prompt plus max_tokens must fit max_model_len (callers check first).
+  // the caller. The prompt plus max_tokens must fit max_model_len (callers check first). A
+  // request whose prompt another is still prefilling shares that prefill (n > 1 choices).
   bool try_add(std::shared_ptr<Request> r);
   // One engine iteration (see above). Cancelled requests leave first.
   void step();
@@ -70,6 +71,7 @@ class EngineCore {
   struct StepPlan;
   void size_kv_cache();
   void finish(Seq& s, const std::string& reason);
+  void follow_same_prompt(Seq& s);
   bool emit(Seq& s, int token, const float* logits_row);
   // Rows the target just ran for `s` (tokens with their taps): into its prompt or history taps.
   void record_rows(Seq& s, const int* tokens, const float* taps, size_t n);
