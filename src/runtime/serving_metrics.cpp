@@ -159,6 +159,30 @@ std::string ServingMetrics::take_interval_summary() {
   return s;
 }
 
+// eaglet's own families (online training, draft versions), whatever the prefix. Called with mu_ held.
+std::string ServingMetrics::render_online(const std::string& l) const {
+  std::string out;
+  auto own = [&](const std::string& name, const char* type, const std::string& help, double v) {
+    out += fmt::format("# HELP eaglet:{} {}\n# TYPE eaglet:{} {}\neaglet:{}{{{}}} {}\n", name, help, name, type, name, l, v);
+  };
+  own("draft_version", "gauge", "Version of the EAGLE-3 draft serving now (0: the one loaded at start).", draft_version_);
+  own("online_train_steps_total", "counter", "Optimiser steps of the online trainer.", double(online_.steps));
+  own("online_train_samples_total", "counter", "Served sequences the online trainer trained on.", double(online_.samples));
+  own("online_train_dropped_samples_total", "counter", "Captured sequences dropped because the trainer's queue was full.", double(online_.dropped));
+  own("draft_swaps_total", "counter", "Candidate drafts swapped in after passing the guard.", double(swaps_));
+  own("draft_rejected_total", "counter", "Candidate drafts the guard turned down.", double(online_.rejected));
+  own("draft_rollbacks_total", "counter", "Draft versions rolled back (automatically or by POST /v1/draft/rollback).", double(rollbacks_));
+  out += "# HELP eaglet:spec_decode_acceptance_length Mean acceptance length of each draft version while it served.\n"
+         "# TYPE eaglet:spec_decode_acceptance_length gauge\n";
+  for (const auto& [v, m] : by_version_)
+    out += fmt::format("eaglet:spec_decode_acceptance_length{{{},version=\"{}\"}} {}\n", l, v, m.mean_acceptance_length());
+  out += "# HELP eaglet:spec_decode_num_drafts_by_version Drafts verified with each draft version.\n"
+         "# TYPE eaglet:spec_decode_num_drafts_by_version counter\n";
+  for (const auto& [v, m] : by_version_)
+    out += fmt::format("eaglet:spec_decode_num_drafts_by_version{{{},version=\"{}\"}} {}\n", l, v, m.num_drafts);
+  return out;
+}
+
 std::string ServingMetrics::render(const std::string& model) const {
   std::lock_guard<std::mutex> lk(mu_);
   const std::string l = fmt::format("model_name=\"{}\",engine=\"0\"", prometheus_label_value(model));
@@ -216,26 +240,7 @@ std::string ServingMetrics::render(const std::string& model) const {
     sample("spec_decode_num_accepted_tokens_per_pos_total", fmt::format("{},position=\"{}\"", l, i), double(spec_.accepted_per_pos[i]));
   histogram(draft_tokens_, "spec_decode_draft_tokens_per_step",
             "Draft tokens (chain or tree nodes) a sequence's verification checked, as the draft policy chose.");
-  if (online_on_) {  // eaglet's own families, whatever the prefix
-    auto own = [&](const std::string& name, const char* type, const std::string& help, double v) {
-      out += fmt::format("# HELP eaglet:{} {}\n# TYPE eaglet:{} {}\neaglet:{}{{{}}} {}\n", name, help, name, type, name, l, v);
-    };
-    own("draft_version", "gauge", "Version of the EAGLE-3 draft serving now (0: the one loaded at start).", draft_version_);
-    own("online_train_steps_total", "counter", "Optimiser steps of the online trainer.", double(online_.steps));
-    own("online_train_samples_total", "counter", "Served sequences the online trainer trained on.", double(online_.samples));
-    own("online_train_dropped_samples_total", "counter", "Captured sequences dropped because the trainer's queue was full.", double(online_.dropped));
-    own("draft_swaps_total", "counter", "Candidate drafts swapped in after passing the guard.", double(swaps_));
-    own("draft_rejected_total", "counter", "Candidate drafts the guard turned down.", double(online_.rejected));
-    own("draft_rollbacks_total", "counter", "Draft versions rolled back (automatically or by POST /v1/draft/rollback).", double(rollbacks_));
-    out += "# HELP eaglet:spec_decode_acceptance_length Mean acceptance length of each draft version while it served.\n"
-           "# TYPE eaglet:spec_decode_acceptance_length gauge\n";
-    for (const auto& [v, m] : by_version_)
-      out += fmt::format("eaglet:spec_decode_acceptance_length{{{},version=\"{}\"}} {}\n", l, v, m.mean_acceptance_length());
-    out += "# HELP eaglet:spec_decode_num_drafts_by_version Drafts verified with each draft version.\n"
-           "# TYPE eaglet:spec_decode_num_drafts_by_version counter\n";
-    for (const auto& [v, m] : by_version_)
-      out += fmt::format("eaglet:spec_decode_num_drafts_by_version{{{},version=\"{}\"}} {}\n", l, v, m.num_drafts);
-  }
+  if (online_on_) out += render_online(l);
   // The process collector's name, which dashboards (and the soak test) watch for leaks.
   out += fmt::format("# HELP process_resident_memory_bytes Resident memory size in bytes.\n"
                      "# TYPE process_resident_memory_bytes gauge\nprocess_resident_memory_bytes {}\n",

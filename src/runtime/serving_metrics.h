@@ -63,6 +63,7 @@ class ServingMetrics : public EngineObserver {
   std::string take_interval_summary();
 
  private:
+  std::string render_online(const std::string& labels) const;  // with mu_ held
   const std::string prefix_;
   mutable std::mutex mu_;
   std::map<std::string, uint64_t> finished_;

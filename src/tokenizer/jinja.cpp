@@ -693,66 +693,76 @@ class StatementParser {
       ++pos_;
       Parser p(seg.text);
       p.name();
-      if (kw == "if") {
-        auto n = std::make_unique<IfNode>();
-        ExprP cond = p.expr();
-        for (;;) {
-          Body b = parse_until({"elif", "else", "endif"});
-          n->branches.emplace_back(std::move(cond), std::move(b));
-          if (pos_ >= s_.size()) fail("chat template: missing endif");
-          Parser q(s_[pos_++].text);
-          const std::string k = q.name();
-          if (k == "endif") break;
-          if (k == "elif") cond = q.expr();
-          else {
-            n->branches.emplace_back(nullptr, parse_until({"endif"}));
-            if (pos_ >= s_.size()) fail("chat template: missing endif");
-            ++pos_;
-            break;
-          }
-        }
-        body.push_back(std::move(n));
-      } else if (kw == "for") {
-        auto n = std::make_unique<ForNode>();
-        n->vars.push_back(p.name());
-        while (p.accept(",")) n->vars.push_back(p.name());
-        p.expect("in");
-        n->iter = p.expr();
-        if (p.accept("if")) n->filter = p.expr();
-        n->body = parse_until({"else", "endfor"});
-        if (pos_ >= s_.size()) fail("chat template: missing endfor");
-        if (keyword(s_[pos_++].text) == "else") {
-          n->else_body = parse_until({"endfor"});
-          if (pos_ >= s_.size()) fail("chat template: missing endfor");
-          ++pos_;
-        }
-        body.push_back(std::move(n));
-      } else if (kw == "macro") {
-        auto n = std::make_unique<MacroNode>();
-        n->name = p.name();
-        p.expect("(");
-        while (!p.accept(")")) {
-          std::string param = p.name();
-          n->params.emplace_back(param, p.accept("=") ? p.expr() : nullptr);
-          if (!p.is(")")) p.expect(",");
-        }
-        n->body = parse_until({"endmacro"});
-        if (pos_ >= s_.size()) fail("chat template: missing endmacro");
-        ++pos_;
-        body.push_back(std::move(n));
-      } else if (kw == "set") {
-        auto n = std::make_unique<SetNode>();
-        n->target = p.name();
-        if (p.accept(".")) n->attr = p.name();
-        p.expect("=");
-        n->e = p.expr();
-        body.push_back(std::move(n));
-      } else {
-        fail("chat template: unsupported statement '{}'", kw);
-      }
+      body.push_back(parse_statement(kw, p));
     }
     if (!ends.empty()) fail("chat template: missing '{}'", ends.back());
     return body;
+  }
+
+  // A {% %} statement's node (its keyword already read by `p`), with the body up to its end tag.
+  std::unique_ptr<Node> parse_statement(const std::string& kw, Parser& p) {
+    if (kw == "if") return parse_if(p);
+    if (kw == "for") return parse_for(p);
+    if (kw == "macro") return parse_macro(p);
+    if (kw == "set") {
+      auto n = std::make_unique<SetNode>();
+      n->target = p.name();
+      if (p.accept(".")) n->attr = p.name();
+      p.expect("=");
+      n->e = p.expr();
+      return n;
+    }
+    fail("chat template: unsupported statement '{}'", kw);
+  }
+  std::unique_ptr<Node> parse_if(Parser& p) {
+    auto n = std::make_unique<IfNode>();
+    ExprP cond = p.expr();
+    for (;;) {
+      Body b = parse_until({"elif", "else", "endif"});
+      n->branches.emplace_back(std::move(cond), std::move(b));
+      if (pos_ >= s_.size()) fail("chat template: missing endif");
+      Parser q(s_[pos_++].text);
+      const std::string k = q.name();
+      if (k == "endif") break;
+      if (k == "elif") cond = q.expr();
+      else {
+        n->branches.emplace_back(nullptr, parse_until({"endif"}));
+        if (pos_ >= s_.size()) fail("chat template: missing endif");
+        ++pos_;
+        break;
+      }
+    }
+    return n;
+  }
+  std::unique_ptr<Node> parse_for(Parser& p) {
+    auto n = std::make_unique<ForNode>();
+    n->vars.push_back(p.name());
+    while (p.accept(",")) n->vars.push_back(p.name());
+    p.expect("in");
+    n->iter = p.expr();
+    if (p.accept("if")) n->filter = p.expr();
+    n->body = parse_until({"else", "endfor"});
+    if (pos_ >= s_.size()) fail("chat template: missing endfor");
+    if (keyword(s_[pos_++].text) == "else") {
+      n->else_body = parse_until({"endfor"});
+      if (pos_ >= s_.size()) fail("chat template: missing endfor");
+      ++pos_;
+    }
+    return n;
+  }
+  std::unique_ptr<Node> parse_macro(Parser& p) {
+    auto n = std::make_unique<MacroNode>();
+    n->name = p.name();
+    p.expect("(");
+    while (!p.accept(")")) {
+      std::string param = p.name();
+      n->params.emplace_back(param, p.accept("=") ? p.expr() : nullptr);
+      if (!p.is(")")) p.expect(",");
+    }
+    n->body = parse_until({"endmacro"});
+    if (pos_ >= s_.size()) fail("chat template: missing endmacro");
+    ++pos_;
+    return n;
   }
 
   std::vector<Segment> s_;
