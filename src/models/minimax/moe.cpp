@@ -58,40 +58,49 @@ std::vector<Choice> route(const MoeWeights& w, const MoeRouting& r, const float*
 
 }  // namespace
 
-void moe_forward(ThreadPool& pool, const MoeWeights& w, const MoeRouting& routing, const GatedActivation& act, const float* x,
-                 int64_t T, float* out, FfnStats* stats) {
+namespace {
+// Every token routed, and each expert's tokens in token order (what gathers its batch).
+struct Routed {
+  std::vector<Choice> choices;                // [T, K]
+  std::vector<std::vector<int64_t>> tokens_of;  // per expert
+  std::vector<int> active;                    // experts with tokens, ascending
+};
+
+Routed route_all(ThreadPool& pool, const MoeWeights& w, const MoeRouting& routing, const float* x, int64_t T) {
   const int E = int(w.experts.size()), K = routing.top_k;
-  const int64_t H = w.router.cols;
   std::vector<float> logits(size_t(T) * size_t(E));
   kernels::matmul(pool, x, T, w.router, logits.data());
-
-  // Route every token, then gather each expert's tokens into one contiguous batch.
-  std::vector<Choice> choices(size_t(T) * size_t(K));
-  std::vector<std::vector<int64_t>> tokens_of(static_cast<size_t>(E));
+  Routed r{std::vector<Choice>(size_t(T) * size_t(K)), std::vector<std::vector<int64_t>>(size_t(E)), {}};
   for (int64_t t = 0; t < T; ++t) {
     auto c = route(w, routing, logits.data() + t * E, E);
     for (int j = 0; j < K; ++j) {
-      choices[size_t(t * K + j)] = c[size_t(j)];
-      tokens_of[size_t(c[size_t(j)].expert)].push_back(t);
+      r.choices[size_t(t * K + j)] = c[size_t(j)];
+      r.tokens_of[size_t(c[size_t(j)].expert)].push_back(t);
     }
   }
-  std::vector<int> active;
   for (int e = 0; e < E; ++e)
-    if (!tokens_of[size_t(e)].empty()) active.push_back(e);
+    if (!r.tokens_of[size_t(e)].empty()) r.active.push_back(e);
+  return r;
+}
 
-  struct Batch {
-    std::vector<float> x, g, u, y;
-  };
-  std::vector<Batch> batches(active.size() + 1);  // the last for the shared expert, over all tokens
+struct Batch {
+  std::vector<float> x, g, u, y;
+};
+
+// Each active expert's MLP over its gathered tokens (and the shared expert over all of them, the
+// last batch): gate and up of all experts in one grouped matmul, then all down projections.
+std::vector<Batch> run_experts(ThreadPool& pool, const MoeWeights& w, const Routed& r, const GatedActivation& act,
+                               const float* x, int64_t T) {
+  const int64_t H = w.router.cols;
+  std::vector<Batch> batches(r.active.size() + 1);
   std::vector<const MlpWeights*> mlps;
   std::vector<int64_t> rows;
-  for (size_t a = 0; a < active.size(); ++a) {
-    const auto& toks = tokens_of[size_t(active[a])];
+  for (size_t a = 0; a < r.active.size(); ++a) {
+    const auto& toks = r.tokens_of[size_t(r.active[a])];
     Batch& b = batches[a];
     b.x.resize(toks.size() * size_t(H));
-    for (size_t i = 0; i < toks.size(); ++i)
-      std::memcpy(&b.x[i * size_t(H)], x + toks[i] * H, size_t(H) * sizeof(float));
-    mlps.push_back(&w.experts[size_t(active[a])]);
+    for (size_t i = 0; i < toks.size(); ++i) std::memcpy(&b.x[i * size_t(H)], x + toks[i] * H, size_t(H) * sizeof(float));
+    mlps.push_back(&w.experts[size_t(r.active[a])]);
     rows.push_back(int64_t(toks.size()));
   }
   if (w.has_shared) {  // reads x in place
@@ -104,7 +113,7 @@ void moe_forward(ThreadPool& pool, const MoeWeights& w, const MoeRouting& routin
     const int64_t I = mlps[i]->gate.rows;
     b.g.resize(size_t(rows[i] * I));
     b.u.resize(size_t(rows[i] * I));
-    const float* in = i < active.size() ? b.x.data() : x;
+    const float* in = i < r.active.size() ? b.x.data() : x;
     jobs.push_back({in, rows[i], &mlps[i]->gate, b.g.data()});
     jobs.push_back({in, rows[i], &mlps[i]->up, b.u.data()});
   }
@@ -117,28 +126,37 @@ void moe_forward(ThreadPool& pool, const MoeWeights& w, const MoeRouting& routin
     jobs.push_back({b.g.data(), rows[i], &mlps[i]->down, b.y.data()});
   }
   kernels::matmul_grouped(pool, jobs.data(), jobs.size());
+  return batches;
+}
+}  // namespace
 
+void moe_forward(ThreadPool& pool, const MoeWeights& w, const MoeRouting& routing, const GatedActivation& act, const float* x,
+                 int64_t T, float* out, FfnStats* stats) {
+  const int E = int(w.experts.size()), K = routing.top_k;
+  const int64_t H = w.router.cols;
+  const Routed r = route_all(pool, w, routing, x, T);
+  const std::vector<Batch> batches = run_experts(pool, w, r, act, x, T);
   // Combine per token in routing order, so a token's output never depends on its batch.
   std::vector<int> slot_of(static_cast<size_t>(E), -1);
-  for (size_t a = 0; a < active.size(); ++a) slot_of[size_t(active[a])] = int(a);
-  std::vector<size_t> next_row(active.size(), 0);
+  for (size_t a = 0; a < r.active.size(); ++a) slot_of[size_t(r.active[a])] = int(a);
+  std::vector<size_t> next_row(r.active.size(), 0);
   std::vector<const float*> expert_row(size_t(T) * size_t(K));
   for (int64_t t = 0; t < T; ++t)  // tokens were appended to each expert in token order
     for (int j = 0; j < K; ++j) {
-      const int a = slot_of[size_t(choices[size_t(t * K + j)].expert)];
+      const int a = slot_of[size_t(r.choices[size_t(t * K + j)].expert)];
       expert_row[size_t(t * K + j)] = &batches[size_t(a)].y[next_row[size_t(a)]++ * size_t(H)];
     }
   for (int64_t t = 0; t < T; ++t) {
     float* o = out + t * H;
     std::fill(o, o + H, 0.0f);
-    for (int j = 0; j < K; ++j) kernels::axpy(choices[size_t(t * K + j)].weight, expert_row[size_t(t * K + j)], o, H);
+    for (int j = 0; j < K; ++j) kernels::axpy(r.choices[size_t(t * K + j)].weight, expert_row[size_t(t * K + j)], o, H);
     kernels::scale(o, routing.routed_scaling, H);
     if (w.has_shared) kernels::add(o, &batches.back().y[size_t(t * H)], H);
   }
   if (stats) {
     stats->weight_bytes += w.router.nbytes() + (w.has_shared ? w.shared.nbytes() : 0);
-    for (int e : active) stats->weight_bytes += w.experts[size_t(e)].nbytes();
-    stats->experts_touched += int64_t(active.size());
+    for (int e : r.active) stats->weight_bytes += w.experts[size_t(e)].nbytes();
+    stats->experts_touched += int64_t(r.active.size());
   }
 }
 
