@@ -8,6 +8,7 @@
 
 #include "core/error.h"
 #include "io/mapped_file.h"
+#include "tokenizer/token_model.h"
 #include "tokenizer/tokenizer.h"
 #include "support/test_util.h"
 
@@ -272,6 +273,67 @@ TEST(Tokenizer, EncodingIsLinearInTheText) {
   const Tokenizer split = Tokenizer::from_json(tj, "test");
   EXPECT_GT(split.encode(large, 0).size(), 1000000u);
   EXPECT_LE(split.encode(large, 0, true, 1000).size(), 1010u);
+}
+
+}  // namespace
+}  // namespace eaglet
+
+namespace eaglet {
+namespace {
+
+// The starting symbols every BPE model merges from (token_model.h): characters or bytes in the
+// vocabulary, byte fallback for the rest, else unk (fused runs when asked).
+TEST(TokenModel, SymbolsFallBackToBytesThenUnk) {
+  SymbolTable t;
+  t.ids = {{"a", 5}, {"\xC3\xA9", 6}};  // "a", "é"
+  t.unk_id = 0;
+  const std::string text = "a\xC3\xA9z\xE2\x82\xAC";  // a é z €
+  EXPECT_EQ(t.split(text), (std::vector<int>{5, 6, 0, 0}));
+  t.fuse_unk = true;
+  EXPECT_EQ(t.split(text), (std::vector<int>{5, 6, 0}));
+  t.byte_fallback = true;
+  t.byte_token[0xE2] = 40;
+  t.byte_token[0x82] = 41;
+  t.byte_token[0xAC] = 42;
+  EXPECT_EQ(t.split(text), (std::vector<int>{5, 6, 0, 40, 41, 42}));  // no <0x7A>: unk for 'z'
+  t.byte_level = true;  // bytes, not characters: "é" is two symbols neither of which is a token
+  t.byte_token[0xC3] = 43;
+  t.byte_token[0xA9] = 44;
+  EXPECT_EQ(t.split("a\xC3\xA9"), (std::vector<int>{5, 43, 44}));
+}
+
+// The three merge orders: by merge rank, by the merged token's rank (tiktoken), by score (GGUF
+// SentencePiece), on one small vocabulary where they disagree.
+TEST(TokenModel, EachFamilyMergesInItsOwnOrder) {
+  // ids: a=0 b=1 c=2 ab=3 bc=4
+  const std::unordered_map<std::string, int> vocab = {{"a", 0}, {"b", 1}, {"c", 2}, {"ab", 3}, {"bc", 4}};
+  MergeRankBpe ranked;
+  ranked.symbols.ids = vocab;
+  ranked.merges[MergeRankBpe::pair_key(1, 2)] = {0, 4};  // "b c" ranked first
+  ranked.merges[MergeRankBpe::pair_key(0, 1)] = {1, 3};
+  std::vector<int> out;
+  ranked.encode("abc", &out);
+  EXPECT_EQ(out, (std::vector<int>{0, 4}));  // a bc
+
+  TiktokenBpe tik;
+  tik.symbols.ids = vocab;
+  tik.id_to_bytes = {"a", "b", "c", "ab", "bc"};
+  out.clear();
+  tik.encode("abc", &out);
+  EXPECT_EQ(out, (std::vector<int>{3, 2}));  // "ab" has the lower rank (3 < 4)
+  out.clear();
+  tik.encode("bc", &out);  // a piece that is a token is taken whole
+  EXPECT_EQ(out, (std::vector<int>{4}));
+
+  ScoredBpe spm;
+  spm.symbols.ids = vocab;
+  spm.id_to_text = tik.id_to_bytes;
+  spm.scores = {0, 0, 0, -2.0f, -1.0f};  // "bc" scores higher
+  out.clear();
+  spm.encode("abc", &out);
+  EXPECT_EQ(out, (std::vector<int>{0, 4}));
+  EXPECT_EQ(spm.id_of("bc"), 4);
+  EXPECT_EQ(spm.id_of("abc"), -1);
 }
 
 }  // namespace

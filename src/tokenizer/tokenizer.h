@@ -1,20 +1,24 @@
 // Hugging Face `tokenizer.json` tokenizers (BPE: byte-level as in GPT-2 / Llama 3 / Qwen, and
-// SentencePiece-style with byte fallback as in Llama 2), tiktoken rank files, and a plain byte
-// tokenizer for the built-in model. Vocabulary entries are kept as the raw bytes they decode to,
-// so decoding is a concatenation and streaming only has to hold back incomplete UTF-8.
+// SentencePiece-style with byte fallback as in Llama 2), tiktoken rank files, llama.cpp GGUF
+// vocabularies, and a plain byte tokenizer for the built-in model. Tokenizer runs the pipeline
+// (added tokens, normalizers, pre-tokenizers, decoding); the family's TokenModel (token_model.h)
+// turns each piece into ids; each format's loader is its own file (tokenizer_hf.cpp,
+// tokenizer_tiktoken.cpp, tokenizer_gguf.cpp). Vocabulary entries are kept as the raw bytes they
+// decode to, so decoding is a concatenation and streaming only has to hold back incomplete UTF-8.
 #pragma once
 #include <memory>
 #include <nlohmann/json.hpp>
 #include <string>
 #include <string_view>
-#include <unordered_map>
 #include <vector>
 
 #include "tokenizer/added_tokens.h"
+#include "tokenizer/utf8.h"
 
 namespace eaglet {
 
 class RegexSplitter;
+class TokenModel;
 
 class Tokenizer {
  public:
@@ -60,9 +64,11 @@ class Tokenizer {
   const nlohmann::json& config() const { return config_; }
 
  private:
+  friend class HfTokenizerReader;
   Tokenizer();
-  static Tokenizer build(const nlohmann::json& tokenizer_json, const std::string& where, const nlohmann::json& config);
-  static Tokenizer build_gguf(const nlohmann::json& meta, const std::string& path);
+  static Tokenizer build_gguf_bpe(const nlohmann::json& meta, const std::string& path);
+  static Tokenizer build_gguf_spm(const nlohmann::json& meta, const std::string& path);
+  // A normalizer or pre-tokenizer step (the pipeline around the model).
   struct Step {
     enum Kind { Prepend, Replace, Normalize, SplitRegex, ByteLevel, Metaspace } kind;
     std::string a, b;          // Prepend: a; Replace: a -> b; Normalize: form; Metaspace: replacement, scheme
@@ -70,37 +76,13 @@ class Tokenizer {
     std::shared_ptr<RegexSplitter> regex;
   };
   void encode_segment(std::string_view segment, bool first, size_t max_tokens, std::vector<int>* out) const;
-  void encode_piece(const std::string& piece, std::vector<int>* out) const;
-  // The steps of build(), in order.
-  struct AddedToken {
-    std::string content;
-    int id;
-    bool special;
-  };
-  bool read_modes(const nlohmann::json& model, const std::vector<nlohmann::json>& pre,
-                  const std::vector<nlohmann::json>& decoders);
-  std::vector<AddedToken> read_vocab(const nlohmann::json& tj, const std::string& where, bool spm_space);
-  void add_vocab_entry(const std::string& key, int id, bool spm_space);
-  void read_merges(const nlohmann::json& model, const std::string& where);
-  void read_normalizers(const std::vector<nlohmann::json>& normalizers, const std::string& where);
-  void read_pre_tokenizers(const std::vector<nlohmann::json>& pre, const std::string& where);
-  void read_bos_eos(const nlohmann::json& tj, const nlohmann::json& cfg);
+  std::vector<std::string> pre_tokenize(std::string text, bool first) const;
   void add_added_token(const std::string& content, int id, bool special);
   void finish_load();
 
-  std::vector<std::string> id_to_bytes_;
-  std::unordered_map<std::string, int> bytes_to_id_;
-  std::unordered_map<uint64_t, std::pair<int, int>> merges_;  // (left,right) -> (rank, merged)
-  bool rank_by_merged_bytes_ = false;  // tiktoken: priority is the rank of the merged token
-  std::vector<float> scores_;          // SentencePiece (GGUF): highest-scoring merge first
-  std::vector<std::string> id_to_text_;  // vocabulary strings as stored (with U+2581), score mode
+  std::unique_ptr<const TokenModel> model_;  // piece -> ids (one implementation per family)
   std::vector<Step> normalizers_, pre_tokenizers_;
-  bool byte_level_ = false;     // initial symbols are bytes (else UTF-8 characters)
-  bool byte_fallback_ = false;
-  bool ignore_merges_ = false;
-  bool fuse_unk_ = false;
-  int unk_id_ = -1;
-  int byte_token_[256];         // byte-fallback ids (<0xXX>), -1 when absent
+  std::vector<std::string> id_to_bytes_;     // what each id decodes to
   bool strip_leading_space_ = false;
   AddedTokenMatcher added_;
   size_t max_token_bytes_ = 1;  // the longest token (vocabulary entry or added token)
@@ -131,7 +113,5 @@ class StreamDecoder {
   std::string pending_;
 };
 
-// Length of the longest prefix of `s` that ends on a UTF-8 character boundary.
-size_t utf8_complete_prefix(std::string_view s);
 
 }  // namespace eaglet
