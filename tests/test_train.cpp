@@ -60,15 +60,15 @@ TEST(Ttt, AttentionIsCausalOverStepZeroPlusDiagonal) {
 }
 
 DraftModuleOptions tiny_options() {
-  DraftModuleOptions o;
-  o.hidden = o.target_hidden = 16;
-  o.intermediate = 24;
-  o.num_heads = 4;
-  o.num_kv_heads = 2;
-  o.head_dim = 4;
-  o.vocab = 20;
-  o.draft_vocab = 12;
-  return o;
+  Eagle3Config c;
+  c.hidden = c.target_hidden = 16;
+  c.intermediate = 24;
+  c.num_heads = 4;
+  c.num_kv_heads = 2;
+  c.head_dim = 4;
+  c.vocab = 20;
+  c.draft_vocab = 12;
+  return {c, Rope::from_config(JsonConfig(nlohmann::json::object(), "tiny draft"), c.head_dim)};
 }
 
 TEST(Ttt, LossMatchesDirectComputation) {

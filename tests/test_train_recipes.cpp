@@ -223,8 +223,8 @@ TEST(Recipes, DraftInheritsTheTargetsRopeScaling) {
     auto target = load_model(f.target);
     const auto o = draft_module_options(f.config(f.dir.file("x")), target->config());
     const Rope want = Rope::from_config(JsonConfig(cfg, "target"), target->config().head_dim);
-    EXPECT_EQ(o.rope_inv_freq, want.inv_freq) << scaling.dump();
-    EXPECT_EQ(o.rope_position_scale, want.position_scale) << scaling.dump();
+    EXPECT_EQ(o.rope.inv_freq, want.inv_freq) << scaling.dump();
+    EXPECT_EQ(o.rope.position_scale, want.position_scale) << scaling.dump();
     const std::string out = f.dir.file(scaling.value("rope_type", "linear"));
     run_training(f.config(out, {"training.steps=2"}));
     const auto exported = nlohmann::json::parse(std::ifstream(out + "/export/config.json"));
@@ -232,8 +232,8 @@ TEST(Recipes, DraftInheritsTheTargetsRopeScaling) {
     // The engine reads the exported draft with the same frequencies the trainer used.
     const JsonConfig ecfg = JsonConfig::load(out + "/export/config.json");
     const Rope loaded = Rope::from_config(ecfg, ecfg.get_size("head_dim"));
-    EXPECT_EQ(loaded.inv_freq, o.rope_inv_freq);
-    EXPECT_EQ(loaded.position_scale, o.rope_position_scale);
+    EXPECT_EQ(loaded.inv_freq, o.rope.inv_freq);
+    EXPECT_EQ(loaded.position_scale, o.rope.position_scale);
   }
 }
 

@@ -216,4 +216,34 @@ nlohmann::json eagle_config_for_export(const std::vector<int>& aux) {
   return c;
 }
 
+nlohmann::json eagle3_config_json(const Eagle3Config& c, const Rope& rope, int max_position) {
+  EAGLET_CHECK(c.layer == Eagle3Layer::Llama, "a Qwen3-layer EAGLE-3 draft cannot be written as LlamaForCausalLMEagle3");
+  nlohmann::json j = {{"architectures", {"LlamaForCausalLMEagle3"}},
+                      {"model_type", "llama"},
+                      {"hidden_size", c.hidden},
+                      {"intermediate_size", c.intermediate},
+                      {"num_attention_heads", c.num_heads},
+                      {"num_key_value_heads", c.num_kv_heads},
+                      {"head_dim", c.head_dim},
+                      {"num_hidden_layers", c.num_layers},
+                      {"hidden_act", "silu"},
+                      {"vocab_size", c.vocab},
+                      {"draft_vocab_size", c.draft_vocab},
+                      {"target_hidden_size", c.target_hidden},
+                      {"max_position_embeddings", max_position},
+                      {"rms_norm_eps", c.rms_eps},
+                      {"rope_theta", rope.theta},
+                      {"rope_scaling", rope.scaling_config},
+                      {"tie_word_embeddings", false},
+                      {"attention_bias", c.attention_bias},
+                      {"norm_before_residual", c.norm_before_residual},
+                      {"eagle_aux_hidden_state_layer_ids", c.aux_layers},
+                      {"eagle_config", eagle_config_for_export(c.aux_layers)}};
+  // EAGLE-3.1's flags only where set, so a plain draft's config is the plain layout.
+  if (c.norm_before_fc) j["norm_before_fc"] = true;
+  if (c.fc_norm) j["fc_norm"] = true;
+  if (c.norm_output) j["norm_output"] = true;
+  return j;
+}
+
 }  // namespace eaglet

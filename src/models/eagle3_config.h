@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "io/json_config.h"
+#include "models/rope.h"
 
 namespace eaglet {
 
@@ -76,6 +77,11 @@ JsonConfig eagle3_layer_config(const JsonConfig& cfg);
 // taps (first entering layer 2); ids that include the embeddings (0) cannot be written that way
 // and are left out.
 nlohmann::json eagle_config_for_export(const std::vector<int>& aux_layers);
+
+// The config.json of a draft in the plain layout (LlamaForCausalLMEagle3, top-level keys, aux ids
+// in vLLM's numbering plus eagle_config for SGLang) that parse_eagle3_config reads back to `c`:
+// what eaglet's export writes for vLLM, SGLang and llama.cpp. A Qwen3-layer draft is an error.
+nlohmann::json eagle3_config_json(const Eagle3Config& c, const Rope& rope, int max_position);
 
 // "vllm" | "specforge-legacy" (also accepts "auto", which is vllm: no config key tells them apart).
 DraftSemantics parse_draft_semantics(const std::string& name);

@@ -15,31 +15,10 @@ namespace eaglet {
 void write_draft_export(const std::string& dir, const DraftExport& d, const std::string& key_style,
                         const std::string& dtype) {
   std::filesystem::create_directories(dir);
-  nlohmann::json cfg = {{"architectures", {"LlamaForCausalLMEagle3"}},
-                        {"model_type", "llama"},
-                        {"hidden_size", d.hidden},
-                        {"intermediate_size", d.intermediate},
-                        {"num_attention_heads", d.num_heads},
-                        {"num_key_value_heads", d.num_kv_heads},
-                        {"head_dim", d.head_dim},
-                        {"num_hidden_layers", 1},
-                        {"hidden_act", "silu"},
-                        {"vocab_size", d.vocab},
-                        {"draft_vocab_size", d.draft_vocab},
-                        {"target_hidden_size", d.target_hidden},
-                        {"max_position_embeddings", d.max_position},
-                        {"rms_norm_eps", d.rms_eps},
-                        {"rope_theta", d.rope_theta},
-                        {"rope_scaling", d.rope_scaling},
-                        {"tie_word_embeddings", false},
-                        {"attention_bias", false},
-                        {"norm_before_residual", false},
-                        {"torch_dtype", dtype},
-                        {"eagle_aux_hidden_state_layer_ids", d.aux_layers},
-                        {"eagle_config", eagle_config_for_export(d.aux_layers)},
-                        // How it was trained, for whoever resumes or compares it (servers ignore it).
-                        {"eaglet_training", {{"loss_mask_alignment", d.loss_mask_alignment},
-                                             {"rope_theta_from", d.rope_source}}}};
+  nlohmann::json cfg = eagle3_config_json(d.config, d.rope, d.max_position);
+  cfg["torch_dtype"] = dtype;
+  // How it was trained, for whoever resumes or compares it (servers ignore it).
+  cfg["eaglet_training"] = {{"loss_mask_alignment", d.loss_mask_alignment}, {"rope_theta_from", d.rope_source}};
   std::ofstream(dir + "/config.json") << cfg.dump(2) << "\n";
   const std::string prefix(key_style == "vllm" ? eagle3::kLayer0 : eagle3::kMidlayer);
   const std::string_view from = DraftExport::kLayerPrefix;
@@ -59,7 +38,7 @@ void write_draft_export(const std::string& dir, const DraftExport& d, const std:
     }
     ts.push_back({key, dt, t.shape, std::move(bytes)});
   }
-  if (!d.vocab_map.d2t.empty() && d.draft_vocab < d.vocab) {
+  if (!d.vocab_map.d2t.empty() && d.config.draft_vocab < d.config.vocab) {
     ts.push_back({eagle3::spec(eagle3::Tensor::D2t).hf, DType::I64, {int64_t(d.vocab_map.d2t.size())},
                   std::string(reinterpret_cast<const char*>(d.vocab_map.d2t.data()), d.vocab_map.d2t.size() * 8)});
     ts.push_back({eagle3::spec(eagle3::Tensor::T2d).hf, DType::BOOL, {int64_t(d.vocab_map.t2d.size())},

@@ -7,6 +7,8 @@
 #include <string>
 #include <vector>
 
+#include "models/eagle3_config.h"
+#include "models/rope.h"
 #include "train/vocab_mapping.h"
 
 namespace eaglet {
@@ -20,14 +22,11 @@ struct DraftExport {
     std::vector<float> data;
   };
   std::map<std::string, Tensor> tensors;
-  int hidden = 0, intermediate = 0, num_heads = 0, num_kv_heads = 0, head_dim = 0;
-  int vocab = 0, draft_vocab = 0, target_hidden = 0, max_position = 2048;
-  float rms_eps = 1e-6f;
-  double rope_theta = 10000.0;
-  nlohmann::json rope_scaling;  // null: none
+  Eagle3Config config;  // sizes, vocabularies, aux layers (eaglet/vLLM numbering)
+  Rope rope;
+  int max_position = 2048;
   std::string loss_mask_alignment = "torchspec";  // recorded under "eaglet_training"
   std::string rope_source = "target";              // where rope_theta came from: target | model.draft.rope_theta
-  std::vector<int> aux_layers;  // eaglet/vLLM numbering
   VocabMapping vocab_map;       // empty d2t when draft_vocab == vocab
 };
 

@@ -108,24 +108,11 @@ TrainableDraft load_trainable_draft(const std::string& dir, const Model& target)
                                                                        : nullptr;
   if (unsupported)
     fail("{}: the trainer's draft module is plain EAGLE-3 (one Llama layer); this draft has {}", dir, unsupported);
-  DraftModuleOptions o;
-  o.hidden = c.hidden;
-  o.target_hidden = c.target_hidden;
-  o.intermediate = c.intermediate;
-  o.num_heads = c.num_heads;
-  o.num_kv_heads = c.num_kv_heads;
-  o.head_dim = c.head_dim;
-  o.vocab = c.vocab;
-  o.draft_vocab = c.draft_vocab;
-  o.rms_eps = c.rms_eps;
-  const Rope rope = Rope::from_config(eagle3_layer_config(top), o.head_dim);  // as the engine reads it
-  o.rope_theta = rope.theta;
-  o.rope_inv_freq = rope.inv_freq;
-  o.rope_position_scale = rope.position_scale;
-  o.rope_scaling = rope.scaling_config;
+  // As the engine reads it: the same config and RoPE.
+  const DraftModuleOptions opts{c, Rope::from_config(eagle3_layer_config(top), c.head_dim)};
+  const Eagle3Config& o = opts.config;
   TrainableDraft d;
-  d.module = DraftModule(o);
-  d.aux_layers = c.aux_layers;
+  d.module = DraftModule(opts);
   const Checkpoint ck = Checkpoint::open_dir(dir);
   const std::string P = eagle3::first_layer_prefix([&](const std::string& n) { return ck.has(n); });
   EAGLET_CHECK(!P.empty(), "{}: no layer 0 ('{}*' or '{}*' tensors)", dir, eagle3::kMidlayer, eagle3::kLayer0);
@@ -160,9 +147,7 @@ TrainableDraft load_trainable_draft(const std::string& dir, const Model& target)
   return d;
 }
 
-DraftExport export_module(const DraftModule& m, const ModelConfig& tc, const std::vector<int>& aux_layers,
-                          const VocabMapping& vmap) {
-  const auto& o = m->opts;
+DraftExport export_module(const DraftModule& m, const ModelConfig& tc, const VocabMapping& vmap) {
   DraftExport d;
   auto put = [&](const std::string& name, const torch::Tensor& t) {
     auto c = t.detach().to(torch::kCPU).to(torch::kFloat32).contiguous();
@@ -173,19 +158,9 @@ DraftExport export_module(const DraftModule& m, const ModelConfig& tc, const std
   };
   for (auto& [name, t] : named_tensors(m, DraftExport::kLayerPrefix)) put(name, t);
   put(eagle3::spec(eagle3::Tensor::LmHead).hf, m->lm_head->weight);
-  d.hidden = o.hidden;
-  d.intermediate = o.intermediate;
-  d.num_heads = o.num_heads;
-  d.num_kv_heads = o.num_kv_heads;
-  d.head_dim = o.head_dim;
-  d.vocab = o.vocab;
-  d.draft_vocab = o.draft_vocab;
-  d.target_hidden = o.target_hidden;
+  d.config = m->opts.config;
+  d.rope = m->opts.rope;
   d.max_position = tc.max_position;
-  d.rms_eps = float(o.rms_eps);
-  d.rope_theta = o.rope_theta;
-  d.rope_scaling = o.rope_scaling;
-  d.aux_layers = aux_layers;
   d.vocab_map = vmap;
   return d;
 }

@@ -25,8 +25,7 @@ TttBatch make_batch(ThreadPool& pool, const Model& target, const std::vector<con
 
 // A draft the module trains, with what goes with it.
 struct TrainableDraft {
-  DraftModule module{nullptr};
-  std::vector<int> aux_layers;  // entering-layer ids, ascending
+  DraftModule module{nullptr};  // its opts: the draft's config (aux layers too) and RoPE
   VocabMapping vocab_map;       // d2t offsets and t2d
   torch::Tensor d2t_index;      // [Vd] int64: target id of each draft id
   torch::Tensor in_draft;       // [V] bool
@@ -36,9 +35,8 @@ struct TrainableDraft {
 // norm_before_fc, norm_output, norm_before_residual or attention bias, which the module does
 // not model) for `target`; another flavour is an error naming what the module lacks.
 TrainableDraft load_trainable_draft(const std::string& dir, const Model& target);
-// `m`'s weights and shape as an export for `target`.
-DraftExport export_module(const DraftModule& m, const ModelConfig& target, const std::vector<int>& aux_layers,
-                          const VocabMapping& vmap);
+// `m`'s weights and settings as an export for `target`.
+DraftExport export_module(const DraftModule& m, const ModelConfig& target, const VocabMapping& vmap);
 // Per-TTT-step accuracy of `m` on `samples` (no gradients): positions where the draft's argmax is
 // the target's, over the positions scored; summed counts in `counts` ([correct..., valid...]).
 std::vector<double> ttt_accuracy(DraftModule& m, const torch::Tensor& d2t_index, const torch::Tensor& in_draft,

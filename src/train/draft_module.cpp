@@ -2,14 +2,17 @@
 
 #include <cmath>
 
+#include "core/error.h"
+
 namespace eaglet {
 
 torch::Tensor rms_norm(const torch::Tensor& x, const torch::Tensor& w, double eps) {
   return x * torch::rsqrt(x.pow(2).mean(-1, /*keepdim=*/true) + eps) * w;
 }
 
-DraftModuleImpl::DraftModuleImpl(const DraftModuleOptions& o) : opts(o) {
+DraftModuleImpl::DraftModuleImpl(const DraftModuleOptions& options) : opts(options) {
   using torch::nn::LinearOptions;
+  const Eagle3Config& o = opts.config;
   const int64_t H = o.hidden, qd = int64_t(o.num_heads) * o.head_dim, kvd = int64_t(o.num_kv_heads) * o.head_dim;
   fc = register_module("fc", torch::nn::Linear(LinearOptions(3 * o.target_hidden, H).bias(false)));
   q_proj = register_module("q_proj", torch::nn::Linear(LinearOptions(2 * H, qd).bias(false)));
@@ -25,11 +28,10 @@ DraftModuleImpl::DraftModuleImpl(const DraftModuleOptions& o) : opts(o) {
   post_attention_layernorm = register_parameter("post_attention_layernorm", torch::ones({H}));
   norm = register_parameter("norm", torch::ones({H}));
   embed = register_buffer("embed", torch::zeros({o.vocab, H}));
-  // F32 like Hugging Face and eaglet's Rope: 1 / theta^(2i / d), or the target's scaled ones.
-  auto idx = torch::arange(0, o.head_dim, 2, torch::kFloat32);
-  inv_freq = register_buffer("inv_freq", o.rope_inv_freq.empty()
-                                             ? 1.0 / torch::pow(torch::tensor(float(o.rope_theta)), idx / float(o.head_dim))
-                                             : torch::tensor(o.rope_inv_freq, torch::kFloat32));
+  // The frequencies inference uses (models/rope), so training and serving rotate alike.
+  EAGLET_CHECK(int64_t(opts.rope.inv_freq.size()) * 2 == o.head_dim, "draft RoPE: {} frequencies for head_dim {}",
+               opts.rope.inv_freq.size(), o.head_dim);
+  inv_freq = register_buffer("inv_freq", torch::tensor(opts.rope.inv_freq, torch::kFloat32));
 }
 
 namespace {
@@ -58,14 +60,14 @@ torch::Tensor ttt_attention(const torch::Tensor& q, const std::vector<torch::Ten
 std::pair<torch::Tensor, torch::Tensor> DraftModuleImpl::step(const torch::Tensor& tokens, const torch::Tensor& g,
                                                               int64_t pos0, std::vector<torch::Tensor>& keys,
                                                               std::vector<torch::Tensor>& values) {
-  const int64_t B = tokens.size(0), T = tokens.size(1), nh = opts.num_heads, nkv = opts.num_kv_heads, hd = opts.head_dim;
-  auto e = rms_norm(embed.index_select(0, tokens.reshape({-1})).reshape({B, T, -1}), input_layernorm, opts.rms_eps);
-  auto h = rms_norm(g, hidden_norm, opts.rms_eps);
+  const int64_t B = tokens.size(0), T = tokens.size(1), nh = opts.config.num_heads, nkv = opts.config.num_kv_heads, hd = opts.config.head_dim;
+  auto e = rms_norm(embed.index_select(0, tokens.reshape({-1})).reshape({B, T, -1}), input_layernorm, opts.config.rms_eps);
+  auto h = rms_norm(g, hidden_norm, opts.config.rms_eps);
   auto x = torch::cat({e, h}, -1);
   auto q = q_proj(x).view({B, T, nh, hd}).transpose(1, 2);
   auto k = k_proj(x).view({B, T, nkv, hd}).transpose(1, 2);
   auto v = v_proj(x).view({B, T, nkv, hd}).transpose(1, 2);
-  auto pos = torch::arange(pos0, pos0 + T, inv_freq.options()) * opts.rope_position_scale;
+  auto pos = torch::arange(pos0, pos0 + T, inv_freq.options()) * opts.rope.position_scale;
   auto ang = torch::outer(pos, inv_freq);
   auto cos = ang.cos(), sin = ang.sin();
   q = rotate(q, cos, sin);
@@ -74,9 +76,9 @@ std::pair<torch::Tensor, torch::Tensor> DraftModuleImpl::step(const torch::Tenso
   values.push_back(v);
   auto attn = ttt_attention(q, keys, values).transpose(1, 2).reshape({B, T, nh * hd});
   auto h1 = g + o_proj(attn);
-  auto hn = rms_norm(h1, post_attention_layernorm, opts.rms_eps);
+  auto hn = rms_norm(h1, post_attention_layernorm, opts.config.rms_eps);
   auto out = h1 + down_proj(torch::silu(gate_proj(hn)) * up_proj(hn));
-  return {lm_head(rms_norm(out, norm, opts.rms_eps)), out};
+  return {lm_head(rms_norm(out, norm, opts.config.rms_eps)), out};
 }
 
 namespace {

@@ -363,7 +363,7 @@ OnlineTrainStats OnlineTrainer::judge_candidate(ThreadPool& pool, const OnlineTr
     c.version = s.next_version++;
     c.dir = opts_.dir + "/v" + std::to_string(c.version);
     fs::remove_all(c.dir + ".tmp");
-    write_draft_export(c.dir + ".tmp", export_module(cand, target_.config(), s.draft.aux_layers, s.draft.vocab_map), "midlayer");
+    write_draft_export(c.dir + ".tmp", export_module(cand, target_.config(), s.draft.vocab_map), "midlayer");
     fsync_folder(c.dir + ".tmp");
     rename_durably(c.dir + ".tmp", c.dir);
     crash_point("version-exported");

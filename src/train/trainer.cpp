@@ -18,6 +18,8 @@
 #include "io/json_config.h"
 #include "io/mapped_file.h"
 #include "io/safetensors.h"
+#include "models/eagle3_schema.h"
+#include "models/rope.h"
 #include "train/chat_data.h"
 #include "train/dataset.h"
 #include "train/draft_export.h"
@@ -38,8 +40,10 @@ using clock_type = std::chrono::steady_clock;
 
 std::vector<int> default_aux_layers(int L) { return {2, L / 2, L - 3}; }
 
-DraftModuleOptions module_options(const TrainConfig& c, const ModelConfig& t) {
-  DraftModuleOptions o;
+// The draft's settings from the training config, defaulting to the target's shape; `aux`: the
+// taps, in eaglet's numbering.
+DraftModuleOptions module_options(const TrainConfig& c, const ModelConfig& t, std::vector<int> aux) {
+  Eagle3Config o;
   o.hidden = c.draft.hidden ? c.draft.hidden : t.hidden;
   o.target_hidden = t.hidden;
   o.intermediate = c.draft.intermediate ? c.draft.intermediate : t.intermediate;
@@ -49,19 +53,15 @@ DraftModuleOptions module_options(const TrainConfig& c, const ModelConfig& t) {
   o.vocab = t.vocab;
   o.draft_vocab = c.draft.draft_vocab ? c.draft.draft_vocab : t.vocab;
   o.rms_eps = t.rms_eps;
-  o.rope_theta = c.draft.rope_theta > 0 ? c.draft.rope_theta : t.rope_theta;
-  if (!t.rope_scaling_config.is_null()) {  // the target's scaling too, computed as inference will
-    const Rope rope = Rope::from_config(
-        JsonConfig({{"rope_theta", o.rope_theta}, {"rope_scaling", t.rope_scaling_config}}, "the target's rope_scaling"),
-        c.draft.head_dim ? c.draft.head_dim : t.head_dim);
-    o.rope_inv_freq = rope.inv_freq;
-    o.rope_position_scale = rope.position_scale;
-    o.rope_scaling = t.rope_scaling_config;
-  }
+  o.aux_layers = std::move(aux);
+  o.key_prefix = eagle3::kMidlayer;
   EAGLET_CHECK(o.hidden == t.hidden, "config: model.draft.hidden_size {} must equal the target's hidden size {} (the "
                "draft shares the target's embedding)", o.hidden, t.hidden);
   EAGLET_CHECK(o.num_heads % o.num_kv_heads == 0, "config: draft heads must be a multiple of kv heads");
-  return o;
+  // RoPE at the draft's theta with the target's scaling, computed as inference will from the export.
+  nlohmann::json rope = {{"rope_theta", c.draft.rope_theta > 0 ? c.draft.rope_theta : t.rope_theta}};
+  if (!t.rope_scaling_config.is_null()) rope["rope_scaling"] = t.rope_scaling_config;
+  return {o, Rope::from_config(JsonConfig(rope, "the draft's rope settings"), o.head_dim)};
 }
 
 LossMaskAlignment alignment_of(const TrainConfig& c) {
@@ -193,7 +193,7 @@ bool load_checkpoint(Run& r) {
 }
 
 DraftExport make_export(Run& r) {
-  DraftExport d = export_module(r.module, r.bundle.model->config(), r.aux, r.vmap);
+  DraftExport d = export_module(r.module, r.bundle.model->config(), r.vmap);
   d.rope_source = r.cfg.draft.rope_theta > 0 ? "model.draft.rope_theta" : "target";
   d.loss_mask_alignment = r.cfg.loss_mask;
   return d;
@@ -399,11 +399,12 @@ void build_draft(Run& r) {
   for (int a : r.aux) EAGLET_CHECK(a >= 0 && a <= tc.num_layers, "config: aux layer {} outside [0, {}]", a, tc.num_layers);
   EAGLET_CHECK(r.aux.size() == 3, "config: model.aux_layers needs 3 ids");
   spdlog::info("aux layers (residual stream entering layer): {}, {}, {}", r.aux[0], r.aux[1], r.aux[2]);
-  const DraftModuleOptions mo = module_options(cfg, tc);
-  if (mo.draft_vocab < mo.vocab) r.vmap = build_vocab_mapping(r.train, mo.vocab, mo.draft_vocab);
-  else r.vmap.t2d.assign(size_t(mo.vocab), 1);
-  std::vector<int64_t> d2t_ids(size_t(mo.draft_vocab));
-  for (int i = 0; i < mo.draft_vocab; ++i) d2t_ids[size_t(i)] = i + (r.vmap.d2t.empty() ? 0 : r.vmap.d2t[size_t(i)]);
+  const DraftModuleOptions mo = module_options(cfg, tc, r.aux);
+  const Eagle3Config& dc = mo.config;
+  if (dc.draft_vocab < dc.vocab) r.vmap = build_vocab_mapping(r.train, dc.vocab, dc.draft_vocab);
+  else r.vmap.t2d.assign(size_t(dc.vocab), 1);
+  std::vector<int64_t> d2t_ids(size_t(dc.draft_vocab));
+  for (int i = 0; i < dc.draft_vocab; ++i) d2t_ids[size_t(i)] = i + (r.vmap.d2t.empty() ? 0 : r.vmap.d2t[size_t(i)]);
   r.d2t_index = torch::tensor(d2t_ids, torch::kLong);
   r.in_draft = torch::tensor(std::vector<uint8_t>(r.vmap.t2d.begin(), r.vmap.t2d.end())).to(torch::kBool);
   torch::manual_seed(int64_t(cfg.seed));
@@ -635,7 +636,9 @@ TrainSummary run_training(const TrainConfig& config, const TrainHooks& hooks) {
   return finish_training(r, l, eval_hidden, wall0);
 }
 
-DraftModuleOptions draft_module_options(const TrainConfig& c, const ModelConfig& t) { return module_options(c, t); }
+DraftModuleOptions draft_module_options(const TrainConfig& c, const ModelConfig& t) {
+  return module_options(c, t, c.aux_layers.empty() ? default_aux_layers(t.num_layers) : c.aux_layers);
+}
 
 std::vector<float> torch_draft_logits(const std::string& export_dir, const Model& target, const std::vector<int>& tokens,
                                       const std::vector<float>& aux) {
@@ -643,7 +646,7 @@ std::vector<float> torch_draft_logits(const std::string& export_dir, const Model
   const int64_t T = int64_t(tokens.size());
   torch::NoGradGuard ng;
   auto ids = torch::tensor(std::vector<int64_t>(tokens.begin(), tokens.end()), torch::kLong).view({1, T});
-  auto a = torch::from_blob(const_cast<float*>(aux.data()), {1, T, 3 * d.module->opts.target_hidden}, torch::kFloat32).clone();
+  auto a = torch::from_blob(const_cast<float*>(aux.data()), {1, T, 3 * d.module->opts.config.target_hidden}, torch::kFloat32).clone();
   std::vector<torch::Tensor> keys, values;
   auto [logits, out] = d.module->step(ids, d.module->fuse(a), 0, keys, values);
   auto c = logits.contiguous();
