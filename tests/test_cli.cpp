@@ -1,4 +1,5 @@
 // The real `eaglet` binary end to end.
+#include <fmt/format.h>
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -147,6 +148,31 @@ TEST(CliSpeculative, BenchWritesJsonReport) {
     EXPECT_GE(run["speculative"]["spec_decode"]["mean_acceptance_length"].get<double>(), 1.0);
   }
   EXPECT_EQ(j["num_prompts"].get<int>(), 3);
+}
+
+// The text and the JSON print one report: the figures people read are the ones scripts get.
+TEST(CliSpeculative, BenchTextAndJsonShowTheSameFigures) {
+  EAGLET_REQUIRE_SHARED();
+  test::TempDir dir;
+  auto r = test::run_command(test::eaglet_binary() + " bench -m " + test::shared_dir() +
+                             "/models/stories260K-hf --spec-method ngram -k 2 --num-prompts 2 --max-tokens 16 "
+                             "--skip-bandwidth --thread-counts 1 --json " + dir.file("out.json") + " 2>/dev/null");
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  const auto j = nlohmann::json::parse(read_text_file(dir.file("out.json")));
+  const auto& run = j["runs"][0];
+  auto shown = [&](const std::string& text) {
+    EXPECT_NE(r.output.find(text), std::string::npos) << "missing '" << text << "' in\n" << r.output;
+  };
+  shown(fmt::format("prompts: {} (built-in) | max tokens: {}", j["num_prompts"].get<int>(), j["max_tokens"].get<int>()));
+  shown(fmt::format("baseline : {:7.2f} tok/s decode, {} tokens", run["baseline"]["decode_tokens_per_second"].get<double>(),
+                    run["baseline"]["decode_tokens"].get<int64_t>()));
+  shown(fmt::format("prefill  : {:7.1f} tok/s ({} tokens)", run["prefill"]["tokens_per_second"].get<double>(),
+                    run["prefill"]["tokens"].get<int>()));
+  const auto& sp = run["speculative"];
+  shown(fmt::format("{:7.2f} tok/s decode, {} tokens, speedup {:.2f}x, outputs identical to baseline: {}/2",
+                    sp["decode_tokens_per_second"].get<double>(), sp["decode_tokens"].get<int64_t>(),
+                    sp["speedup"].get<double>(), sp["outputs_identical_to_baseline"].get<int>()));
+  shown(sp["draft_shape"].get<std::string>());
 }
 
 TEST(CliSpeculative, BenchProbesBandwidthAroundEachPrompt) {

@@ -9,6 +9,7 @@
 #include <fstream>
 #include <nlohmann/json.hpp>
 
+#include "cli/bench_report.h"
 #include "cli/bench_runner.h"
 #include "cli/commands.h"
 #include "cli/report.h"
@@ -65,25 +66,19 @@ double prefill_rate(ThreadPool& pool, ModelBundle& b, const std::vector<std::vec
 // The kernel each of the model's matrices runs on, counted by name ("amx bf16": 155), and the
 // multiply-adds of one token when every matrix is read each token (0 for MoE, which is not).
 struct KernelUse {
-  nlohmann::json counts = nlohmann::json::object();
-  std::string text;
+  std::map<std::string, int> counts;
   double dense_macs_per_token = 0;
 };
 
 KernelUse kernel_use(const Model& m) {
   KernelUse u;
-  std::map<std::string, int> n;
   size_t bytes = 0;
   for (const kernels::WeightView* w : m.matrices()) {
-    ++n[kernels::kernel_name(*w, kernels::active_table())];
+    ++u.counts[kernels::kernel_name(*w, kernels::active_table())];
     u.dense_macs_per_token += double(w->rows) * double(w->cols);
     bytes += w->nbytes();
   }
   if (bytes != m.weight_bytes_per_token()) u.dense_macs_per_token = 0;
-  for (auto& [name, count] : n) {
-    u.counts[name] = count;
-    u.text += (u.text.empty() ? "" : ", ") + name + " x" + std::to_string(count);
-  }
   return u;
 }
 
@@ -104,154 +99,105 @@ std::vector<std::vector<int>> bench_prompts(const BenchOptions& o, ModelBundle& 
   return prompts;
 }
 
-// What ran where: model, kernels, CPU and AMX; printed, and the report's top level.
-nlohmann::json bench_header(const BenchOptions& o, ModelBundle& b, const SpecSetup& spec, size_t num_prompts,
-                            const KernelUse& use) {
-  const double active_gb = double(b.model->weight_bytes_per_token()) / 1e9;
-  std::printf("model: %s | kernels: %s | prompts: %zu (%s) | max tokens: %d | temperature: %.2f\n", b.label().c_str(),
-              kernels::active_table().name, num_prompts, o.dataset.empty() ? "built-in" : o.dataset.c_str(), o.max_tokens,
-              o.sampling.temperature);
-  std::printf("speculation: %s | active-parameter weights per token: %.3f GB\n", spec.describe().c_str(), active_gb);
-  std::string amx_why;
-  const bool amx = request_amx(&amx_why);
-  if (amx) amx_why = std::string("granted, kernels ") + (kernels::amx_table().isa == Isa::Amx ? "on" : "off (see the log)");
-  std::printf("cpu: %s | features: %s | amx: %s\nmatmul kernels: %s\n", cpu_description().c_str(),
-              cpu_features().names().c_str(), amx_why.c_str(), use.text.c_str());
-  return {{"model", b.label()},
-          {"kernels", kernels::active_table().name},
-          {"matmul_kernels", use.counts},
-          {"cpu", cpu_description()},
-          {"cpu_features", cpu_features().names()},
-          {"amx", amx_why},
-          {"dataset", o.dataset.empty() ? "built-in" : o.dataset},
-          {"num_prompts", num_prompts},
-          {"max_tokens", o.max_tokens},
-          {"temperature", o.sampling.temperature},
-          {"active_weight_gb_per_token", active_gb},
-          {"runs", nlohmann::json::array()}};
-}
-
-nlohmann::json pass_json(const PassCost& p) {
-  return nlohmann::json{{"seconds", p.seconds}, {"weight_gb", p.weight_gb}, {"experts_touched", p.experts_touched}};
+// What runs where: model, kernels, CPU and AMX.
+BenchHeader bench_header(const BenchOptions& o, ModelBundle& b, const SpecSetup& spec, size_t num_prompts,
+                         const KernelUse& use) {
+  BenchHeader h;
+  h.model = b.label();
+  h.kernels = kernels::active_table().name;
+  h.matmul_kernels.assign(use.counts.begin(), use.counts.end());
+  h.cpu = cpu_description();
+  h.cpu_features = cpu_features().names();
+  const bool amx = request_amx(&h.amx);
+  if (amx) h.amx = std::string("granted, kernels ") + (kernels::amx_table().isa == Isa::Amx ? "on" : "off (see the log)");
+  h.dataset = o.dataset.empty() ? "built-in" : o.dataset;
+  h.speculation = spec.describe();
+  h.num_prompts = num_prompts;
+  h.max_tokens = o.max_tokens;
+  h.temperature = o.sampling.temperature;
+  h.active_weight_gb = double(b.model->weight_bytes_per_token()) / 1e9;
+  return h;
 }
 
 // --cost-curve: c(n)/c(1) of the target forward as the cost model measures it, and a 16-node
 // token tree's verification against one decode step.
-void bench_cost_curve(ThreadPool& pool, ModelBundle& b, const std::vector<int>& prompt, int reps, nlohmann::json& run) {
+BenchCostCurve bench_cost_curve(ThreadPool& pool, ModelBundle& b, const std::vector<int>& prompt, int reps) {
   const CostModel cm = CostModel::measure(pool, *b.model, reps);
-  nlohmann::json curve = nlohmann::json::array();
-  std::printf("  forward cost c(n)/c(1):");
-  for (auto& [n, sec] : cm.points()) {
-    curve.push_back({{"tokens", n}, {"seconds", sec}, {"ratio", sec / cm.target_seconds(1)}});
-    std::printf(" %d:%.2f", n, sec / cm.target_seconds(1));
-  }
-  run["cost_curve"] = curve;
-  if (!b.model->supports_token_trees()) {
-    std::printf("\n  (no tree verification: %s verifies chains only)\n", b.model->config().architecture.c_str());
-    return;
-  }
-  const VerifyCost tree = measure_tree_verify_cost(pool, b, prompt, reps);
-  std::printf("\n  16-node tree verification (topk 4, depth 2): %.2f ms = %.2fx one step\n", tree.verify.seconds * 1e3,
-              tree.ratio());
-  run["tree_verify_cost"] = {{"tree_tokens", tree.verify_tokens}, {"step", pass_json(tree.step)},
-                             {"verify", pass_json(tree.verify)}, {"ratio", tree.ratio()}};
+  BenchCostCurve c;
+  c.seconds.assign(cm.points().begin(), cm.points().end());
+  if (!b.model->supports_token_trees()) c.chains_only = b.model->config().architecture;
+  else c.tree = measure_tree_verify_cost(pool, b, prompt, reps);
+  return c;
 }
 
-// Plain decoding of every prompt with bandwidth probes around each, beside the step, verification
-// and prefill figures measured before it; printed and stored in `run`. Its outputs are what
+// Plain decoding of every prompt with bandwidth probes around each. Its outputs are what
 // speculation must reproduce.
-RunTotals bench_baseline(ThreadPool& pool, ModelBundle& b, const BenchOptions& o,
-                         const std::vector<std::vector<int>>& prompts, double prefill, const VerifyCost& vc,
-                         const KernelUse& use, nlohmann::json& run) {
-  const double active_gb = double(b.model->weight_bytes_per_token()) / 1e9, weight_gb = vc.step.weight_gb;
-  const ProbedBaseline probed =
-      run_baseline_with_probes(pool, b, prompts, o.max_tokens, o.sampling, o.ignore_eos, !o.skip_bandwidth);
-  const RunTotals& base = probed.totals;
-  const double eff = base.tokens_per_second() * weight_gb;
-  // The typical step as well as the average: on a shared VM a few steps stall for tens of
-  // milliseconds when a core is taken away, and the mean carries them.
-  const double itl_p50 = percentile(base.inter_token_seconds, 0.5);
-  const double itl_p90 = percentile(base.inter_token_seconds, 0.9);
-  const double itl_p99 = percentile(base.inter_token_seconds, 0.99);
-  const double eff_p50 = itl_p50 > 0 ? weight_gb / itl_p50 : 0;
-  run["baseline"] = {{"decode_tokens", base.tokens},
-                     {"decode_seconds", base.seconds},
-                     {"decode_tokens_per_second", base.tokens_per_second()},
-                     {"weight_gb_per_token", weight_gb},
-                     {"effective_bandwidth_gbps", eff},
-                     {"itl_p50_s", itl_p50},
-                     {"itl_p90_s", itl_p90},
-                     {"itl_p99_s", itl_p99},
-                     {"effective_bandwidth_at_median_step_gbps", eff_p50}};
-  std::printf("\n[threads %d]\n", pool.size());
-  const MemoryBandwidth& bw = probed.best;
-  if (!o.skip_bandwidth) {
-    nlohmann::json probes = nlohmann::json::array();
-    for (const MemoryBandwidth& p : probed.probes) probes.push_back({{"read", p.read_gbps}, {"copy", p.copy_gbps}});
-    run["memory_bandwidth_gbps"] = {{"read", bw.read_gbps}, {"copy", bw.copy_gbps},
-                                    {"nearby_read", probed.nearby.read_gbps}, {"nearby_copy", probed.nearby.copy_gbps},
-                                    {"probes", probes}};
-    run["baseline"]["fraction_of_read_bandwidth"] = eff / bw.read_gbps;
-    run["baseline"]["fraction_of_copy_bandwidth"] = eff / bw.copy_gbps;
-    run["baseline"]["fraction_of_read_bandwidth_at_median_step"] = eff_p50 / bw.read_gbps;
-    run["baseline"]["fraction_of_copy_bandwidth_at_median_step"] = eff_p50 / bw.copy_gbps;
-    run["baseline"]["fraction_of_nearby_read_bandwidth"] = eff / probed.nearby.read_gbps;
-    run["baseline"]["fraction_of_nearby_copy_bandwidth"] = eff / probed.nearby.copy_gbps;
-    std::printf("  memory bandwidth (same run, best of %zu probes: before the decode and after each prompt): read %.1f GB/s, copy %.1f GB/s\n",
-                probed.probes.size(), bw.read_gbps, bw.copy_gbps);
-  }
-  std::printf("  prefill  : %7.1f tok/s (%d tokens)\n", prefill, o.prefill_tokens);
-  std::printf("  one step : %7.2f ms, reads %.3f GB (active parameters %.3f GB)", vc.step.seconds * 1e3,
-              vc.step.weight_gb, active_gb);
-  if (vc.step.experts_touched) std::printf(", %lld experts", (long long)vc.step.experts_touched);
-  std::printf("\n  %d-token verification: %7.2f ms = %.2fx one step, reads %.3f GB", vc.verify_tokens,
-              vc.verify.seconds * 1e3, vc.ratio(), vc.verify.weight_gb);
-  if (use.dense_macs_per_token > 0) {  // the matmuls' arithmetic rate in the verification pass
-    const double gflops = 2 * use.dense_macs_per_token * vc.verify_tokens / vc.verify.seconds / 1e9;
-    std::printf(", %.1f GFLOP/s", gflops);
-    run["verify_cost"]["gflops"] = gflops;
-  }
-  if (vc.verify.experts_touched)
-    std::printf(", %lld experts (union over its tokens, summed over layers)", (long long)vc.verify.experts_touched);
-  std::printf("\n");
-  std::printf("  baseline : %7.2f tok/s decode, %lld tokens, weights %.1f GB/s", base.tokens_per_second(),
-              (long long)base.tokens, eff);
-  if (!o.skip_bandwidth)
-    std::printf(" (%.0f%% of read, %.0f%% of copy bandwidth; %.0f%% / %.0f%% of the probes around each prompt)",
-                100 * eff / bw.read_gbps, 100 * eff / bw.copy_gbps, 100 * eff / probed.nearby.read_gbps,
-                100 * eff / probed.nearby.copy_gbps);
-  std::printf("\n  inter-token latency: median %.2f ms, p90 %.2f ms, p99 %.2f ms; at the median step weights %.1f GB/s",
-              1e3 * itl_p50, 1e3 * itl_p90, 1e3 * itl_p99, eff_p50);
-  if (!o.skip_bandwidth)
-    std::printf(" (%.0f%% of read, %.0f%% of copy bandwidth)", 100 * eff_p50 / bw.read_gbps, 100 * eff_p50 / bw.copy_gbps);
-  std::printf("\n");
+BenchBaseline bench_baseline(ThreadPool& pool, ModelBundle& b, const BenchOptions& o,
+                             const std::vector<std::vector<int>>& prompts, double weight_gb) {
+  BenchBaseline base;
+  base.run = run_baseline_with_probes(pool, b, prompts, o.max_tokens, o.sampling, o.ignore_eos, !o.skip_bandwidth);
+  base.probed = !o.skip_bandwidth;
+  base.weight_gb = weight_gb;
+  base.itl_p50 = percentile(base.totals().inter_token_seconds, 0.5);
+  base.itl_p90 = percentile(base.totals().inter_token_seconds, 0.9);
+  base.itl_p99 = percentile(base.totals().inter_token_seconds, 0.99);
   return base;
 }
 
 // One speculative configuration over the same prompts: speed, acceptance, and whether every
 // output equals the baseline's.
-nlohmann::json bench_speculative(ThreadPool& pool, ModelBundle& b, const BenchOptions& o,
-                                 const std::vector<std::vector<int>>& prompts, const RunTotals& base,
-                                 const SpecSetup& setup) {
-  RunTotals sp = run_prompts(pool, b, prompts, o.max_tokens, o.sampling, o.ignore_eos, &setup);
-  int identical = 0;
-  for (size_t i = 0; i < prompts.size(); ++i) identical += sp.outputs[i] == base.outputs[i];
-  const double speedup = base.tokens_per_second() > 0 ? sp.tokens_per_second() / base.tokens_per_second() : 0;
-  std::printf("  %s\n    %7.2f tok/s decode, %lld tokens, speedup %.2fx, outputs identical to baseline: %d/%zu\n",
-              setup.describe().c_str(), sp.tokens_per_second(), (long long)sp.tokens, speedup, identical,
-              prompts.size());
-  std::printf("    %s\n", sp.spec.summary().c_str());
-  std::printf("    time split: target %.2fs, draft %.2fs, verify %.2fs\n", sp.spec.target_seconds,
-              sp.spec.draft_seconds, sp.spec.verify_seconds);
-  return nlohmann::json{{"method", setup.method()},
-                        {"draft_shape", setup.describe()},
-                        {"num_speculative_tokens", setup.k()},
-                        {"decode_tokens", sp.tokens},
-                        {"decode_seconds", sp.seconds},
-                        {"decode_tokens_per_second", sp.tokens_per_second()},
-                        {"speedup", speedup},
-                        {"outputs_identical_to_baseline", identical},
-                        {"spec_decode", spec_json(sp.spec)}};
+BenchSpeculative bench_speculative(ThreadPool& pool, ModelBundle& b, const BenchOptions& o,
+                                   const std::vector<std::vector<int>>& prompts, const RunTotals& base,
+                                   const SpecSetup& setup) {
+  BenchSpeculative s;
+  s.method = setup.method();
+  s.draft_shape = setup.describe();
+  s.k = setup.k();
+  s.totals = run_prompts(pool, b, prompts, o.max_tokens, o.sampling, o.ignore_eos, &setup);
+  s.prompts = prompts.size();
+  for (size_t i = 0; i < prompts.size(); ++i) s.identical += s.totals.outputs[i] == base.outputs[i];
+  s.speedup = base.tokens_per_second() > 0 ? s.totals.tokens_per_second() / base.tokens_per_second() : 0;
+  print_speculative(s);
+  return s;
+}
+
+// --compare-shapes: "k=N" (a chain of N) or a --draft-shape value.
+SpecSetup compared_setup(const SpecOptions& spec, const std::string& shape, const Model& model) {
+  SpecOptions so = spec;
+  if (shape.rfind("k=", 0) == 0) {
+    so.num_speculative_tokens = std::stoi(shape.substr(2));
+    so.draft_shape = "";
+  } else {
+    so.draft_shape = shape;
+  }
+  return SpecSetup(so, model);
+}
+
+// Everything at one thread count, printed as it is measured.
+BenchRun bench_run(int threads, ModelBundle& b, const BenchOptions& o, const std::vector<std::vector<int>>& prompts,
+                   const SpecSetup& spec, const KernelUse& use, const BenchHeader& header) {
+  ThreadPool pool(threads);
+  BenchRun run;
+  run.threads = threads;
+  run.prefill_tokens = o.prefill_tokens;
+  run.prefill_tokens_per_second = prefill_rate(pool, b, prompts, o.prefill_tokens);
+  // What one decode step really reads (MoE: only the routed experts) and what a k+1-token
+  // verification pass costs relative to it.
+  run.prompt_tokens = prompts[0].size();
+  run.verify = measure_verify_cost(pool, b, prompts[0], std::max(1, spec.k()) + 1, o.verify_reps);
+  if (use.dense_macs_per_token > 0)
+    run.verify_gflops = 2 * use.dense_macs_per_token * run.verify.verify_tokens / run.verify.verify.seconds / 1e9;
+  if (o.cost_curve) {
+    run.cost_curve = bench_cost_curve(pool, b, prompts[0], o.verify_reps);
+    print_cost_curve(*run.cost_curve);
+  }
+  run.baseline = bench_baseline(pool, b, o, prompts, run.verify.step.weight_gb);
+  print_baseline(run, header);
+  const RunTotals& base = run.baseline.totals();
+  if (spec.enabled()) run.speculative = bench_speculative(pool, b, o, prompts, base, spec);
+  for (const std::string& shape : o.compare_shapes)
+    run.compared.push_back(bench_speculative(pool, b, o, prompts, base, compared_setup(o.spec, shape, *b.model)));
+  return run;
 }
 
 void run_bench(BenchOptions o) {
@@ -261,37 +207,14 @@ void run_bench(BenchOptions o) {
   const std::vector<std::vector<int>> prompts = bench_prompts(o, b, spec);
   if (o.thread_counts.empty()) o.thread_counts = {o.common.threads > 0 ? o.common.threads : ThreadPool::default_threads()};
   const KernelUse use = kernel_use(*b.model);
-  nlohmann::json report = bench_header(o, b, spec, prompts.size(), use);
-  for (int threads : o.thread_counts) {
-    ThreadPool pool(threads);
-    nlohmann::json run = {{"threads", threads}};
-    const double prefill = prefill_rate(pool, b, prompts, o.prefill_tokens);
-    run["prefill"] = {{"tokens", o.prefill_tokens}, {"tokens_per_second", prefill}};
-    // What one decode step really reads (MoE: only the routed experts) and what a k+1-token
-    // verification pass costs relative to it.
-    const VerifyCost vc = measure_verify_cost(pool, b, prompts[0], std::max(1, spec.k()) + 1, o.verify_reps);
-    run["verify_cost"] = {{"prompt_tokens", prompts[0].size()}, {"verify_tokens", vc.verify_tokens},
-                          {"step", pass_json(vc.step)}, {"verify", pass_json(vc.verify)}, {"ratio", vc.ratio()}};
-    if (o.cost_curve) bench_cost_curve(pool, b, prompts[0], o.verify_reps, run);
-    const RunTotals base = bench_baseline(pool, b, o, prompts, prefill, vc, use, run);
-    if (spec.enabled()) run["speculative"] = bench_speculative(pool, b, o, prompts, base, spec);
-    for (const std::string& shape : o.compare_shapes) {
-      SpecOptions so = o.spec;
-      if (shape.rfind("k=", 0) == 0) {
-        so.num_speculative_tokens = std::stoi(shape.substr(2));
-        so.draft_shape = "";
-      } else {
-        so.draft_shape = shape;
-      }
-      const SpecSetup other(so, *b.model);
-      run["speculative_compared"].push_back(bench_speculative(pool, b, o, prompts, base, other));
-    }
-    report["runs"].push_back(run);
-  }
+  BenchReport report;
+  report.header = bench_header(o, b, spec, prompts.size(), use);
+  print_header(report.header);
+  for (int threads : o.thread_counts) report.runs.push_back(bench_run(threads, b, o, prompts, spec, use, report.header));
   if (!o.json_out.empty()) {
     std::ofstream out(o.json_out);
     if (!out) fail("{}: cannot write", o.json_out);
-    out << report.dump(2) << "\n";
+    out << bench_json(report).dump(2) << "\n";
     spdlog::info("wrote {}", o.json_out);
   }
 }
