@@ -7,7 +7,6 @@
 #include <cmath>
 
 #include "core/error.h"
-#include "core/splitmix.h"
 #include "core/system_memory.h"
 #include "engine/generator.h"
 #include "speculation/eagle3_proposer.h"
@@ -49,13 +48,7 @@ struct EngineCore::Seq {
   int64_t blocks = 0;
   Sampler sampler;
   OutputTracker tracker;
-  // The proposer's taps of every position the target ran: the prompt's until drafting begins;
-  // with the history kept (capture()), the whole sequence's, with its tokens and, when captured,
-  // the last layer's rows.
-  std::vector<float> prompt_taps;
-  std::vector<int> hist_ids;
-  std::vector<float> hist_last;
-  bool capture = false;
+  std::vector<float> prompt_taps;  // the proposer's taps of the prompt, until drafting begins
   DraftTree tree;
   DraftPolicy::SeqState policy;
   clock_type::time_point scheduled = clock_type::now(), first_token, last_token_time;
@@ -92,9 +85,8 @@ EngineCore::EngineCore(ThreadPool& pool, Model& target, const Tokenizer& tok, co
 void EngineCore::capture(const CaptureOptions& opts) {
   EAGLET_CHECK(running_.empty(), "capture() must come before the first request");
   EAGLET_CHECK(proposer_ && proposer_taps_ > 0, "online training captures an EAGLE-3 draft's taps: serve with --draft");
-  capture_ = opts;
-  keep_history_ = true;
-  if (capture_.sink) taps_.push_back(target_.config().num_layers);  // the last layer's output, for the target's logits
+  if (opts.sink) taps_.push_back(target_.config().num_layers);  // the last layer's output, for the target's logits
+  history_ = std::make_unique<TapHistory>(opts, target_.config().hidden, proposer_taps_, taps_.size());
 }
 
 void EngineCore::swap_draft(std::shared_ptr<const Eagle3Draft> draft, int version) {
@@ -105,8 +97,8 @@ void EngineCore::swap_draft(std::shared_ptr<const Eagle3Draft> draft, int versio
   auto next = std::make_unique<Eagle3Proposer>(*draft, opts_.kv_blocks, pool_);
   for (auto& s : running_) {
     if (!s->proposing) continue;
-    if (keep_history_) {
-      next->begin(s->kv, s->hist_ids, s->prompt_taps.data(), s->last);
+    if (history_) {
+      next->begin(s->kv, history_->tokens(s->kv), history_->draft_taps(s->kv), s->last);
     } else {
       s->proposing = false;  // no history to rebuild from: plain decoding from here on
     }
@@ -160,11 +152,8 @@ bool EngineCore::try_add(std::shared_ptr<Request> r) {
   if (int(running_.size()) >= opts_.max_num_seqs || reserved_blocks_ + need > opts_.kv_blocks) return false;
   auto s = std::make_unique<Seq>(std::move(r), tok_);
   s->sampler.set_prompt(s->req->prompt);
-  if (capture_.sink && !s->req->no_capture) {
-    uint64_t state = capture_.seed + capture_draws_++;
-    s->capture = double(splitmix64(state) >> 11) * 0x1.0p-53 < capture_.fraction;
-  }
   s->kv = cache_->create();
+  if (history_) history_->admit(s->kv, *s->req);
   s->blocks = need;
   if (policy_) s->policy = policy_->new_sequence();
   reserved_blocks_ += need;
@@ -180,7 +169,7 @@ void EngineCore::follow_same_prompt(Seq& s) {
   auto shareable = [&](const Seq& x) {
     return x.req->prompt_logprobs < 0 && x.req->stop.max_tokens > 0;
   };
-  if (keep_history_ || !shareable(s)) return;
+  if (history_ || !shareable(s)) return;
   for (auto& l : running_)
     if (!l->leader && !l->decoding && shareable(*l) && l->req->prompt == s.req->prompt) {
       s.leader = l.get();
@@ -196,28 +185,9 @@ void EngineCore::abort_all(const std::string& reason) {
 
 void EngineCore::record_rows(Seq& s, const int* tokens, const float* taps, size_t n) {
   const size_t H = size_t(target_.config().hidden), row = taps_.size() * H, aux = proposer_taps_ * H;
-  for (size_t i = 0; i < n; ++i) {
-    const float* r = taps + i * row;
-    if (aux && (keep_history_ || !s.decoding)) s.prompt_taps.insert(s.prompt_taps.end(), r, r + aux);
-    if (keep_history_) s.hist_ids.push_back(tokens[i]);
-    if (s.capture) s.hist_last.insert(s.hist_last.end(), r + aux, r + aux + H);  // the last tap: layer L
-  }
-}
-
-void EngineCore::deliver_capture(Seq& s) {
-  const size_t P = s.req->prompt.size(), H = size_t(target_.config().hidden), aux = proposer_taps_ * H;
-  const size_t T = std::min(s.hist_ids.size(), size_t(capture_.max_tokens));
-  if (T < P + 1) return;  // nothing generated past the prompt's last position
-  CapturedSequence c;
-  c.ids.assign(s.hist_ids.begin(), s.hist_ids.begin() + long(T));
-  c.loss_mask.resize(T);
-  for (size_t t = 0; t < T; ++t) c.loss_mask[t] = t + 1 >= P;
-  c.aux.assign(s.prompt_taps.begin(), s.prompt_taps.begin() + long(T * aux));
-  c.last.assign(s.hist_last.begin(), s.hist_last.begin() + long(T * H));
-  c.hidden = int(H);
-  c.prompt_tokens = int(P);
-  c.draft_version = draft_version_;
-  capture_.sink->consume(std::move(c));
+  if (aux && !s.decoding)
+    for (size_t i = 0; i < n; ++i) s.prompt_taps.insert(s.prompt_taps.end(), taps + i * row, taps + i * row + aux);
+  if (history_) history_->record(s.kv, tokens, taps, n);
 }
 
 void EngineCore::finish(Seq& s, const std::string& reason) {
@@ -229,7 +199,7 @@ void EngineCore::finish(Seq& s, const std::string& reason) {
     for (Seq* f : next->followers) f->leader = next;
     s.followers.clear();
   }
-  if (s.capture && reason != "abort") deliver_capture(s);
+  if (history_) history_->finish(s.kv, *s.req, reason, draft_version_);
   cache_->free(s.kv);
   if (s.proposing) proposer_->end(s.kv);
   reserved_blocks_ -= s.blocks;
@@ -471,7 +441,7 @@ void EngineCore::start_decoding(Seq& s, const float* logits) {
     proposer_->begin(s.kv, s.req->prompt, taps_.empty() ? nullptr : s.prompt_taps.data(), s.last);
     s.proposing = true;
   }
-  if (!keep_history_) s.prompt_taps = {};
+  s.prompt_taps = {};
 }
 
 // A decoding sequence's rows: its tree verified, the root and accepted path kept in the KV cache
@@ -486,7 +456,7 @@ void EngineCore::apply_decode(Seq& s, const SeqChunk& c, const float* logits, co
   std::vector<int64_t> rows;
   for (int p : v.path) rows.push_back(len_before + 1 + p);
   cache_->keep_rows(s.kv, len_before + 1, rows);
-  if (keep_history_) {  // the root's and the accepted path's rows join the history
+  if (history_) {  // the root's and the accepted path's rows join the history
     record_rows(s, &c.tokens[0], taps, 1);
     for (int p : v.path) record_rows(s, &c.tokens[size_t(1 + p)], taps + size_t(1 + p) * tap_row, 1);
   }

@@ -17,6 +17,7 @@
 #include "engine/sample_sink.h"
 #include "engine/request.h"
 #include "engine/engine_observer.h"
+#include "engine/tap_history.h"
 #include "speculation/metrics.h"
 #include "speculation/spec_setup.h"
 
@@ -73,9 +74,9 @@ class EngineCore {
   void finish(Seq& s, const std::string& reason);
   void follow_same_prompt(Seq& s);
   bool emit(Seq& s, int token, const float* logits_row);
-  // Rows the target just ran for `s` (tokens with their taps): into its prompt or history taps.
+  // Rows the target just ran for `s` (tokens with their taps): into its prompt taps while it
+  // prefills, and into the tap history when one is kept.
   void record_rows(Seq& s, const int* tokens, const float* taps, size_t n);
-  void deliver_capture(Seq& s);
 
   // The parts of step(), in order.
   void drop_cancelled();
@@ -101,9 +102,7 @@ class EngineCore {
   std::unique_ptr<DraftPolicy> policy_;
   std::vector<int> taps_;   // layers the forward taps: the proposer's, then (capturing) the last layer
   size_t proposer_taps_ = 0;  // how many of taps_ the proposer reads
-  CaptureOptions capture_;
-  bool keep_history_ = false;
-  uint64_t capture_draws_ = 0;
+  std::unique_ptr<TapHistory> history_;  // capture(): every sequence's tokens and taps
   std::shared_ptr<const Eagle3Draft> swapped_draft_;  // a draft swap_draft() installed (else spec_'s)
   int draft_version_ = 0;
   std::vector<std::unique_ptr<Seq>> running_;
