@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 #include <torch/torch.h>
 
+#include <algorithm>
 #include <cmath>
 #include <filesystem>
 #include <nlohmann/json.hpp>
@@ -11,6 +12,8 @@
 
 #include "core/error.h"
 #include "io/mapped_file.h"
+#include "io/safetensors.h"
+#include "kernels/ops.h"
 #include "models/eagle3.h"
 #include "support/test_util.h"
 #include "support/train_fixture.h"
@@ -159,20 +162,7 @@ TEST(Trainer, ExportLoadsAndMatchesTheInferenceDraft) {
   auto draft = Eagle3Draft::load(s.export_dir, *target);
   EXPECT_EQ(draft->config().draft_vocab, 64);
   EXPECT_EQ(draft->config().aux_layers, (std::vector<int>{1, 2, 2}));  // default (2, L/2, L-3) for L = 4, sorted
-  const int T = 11, H = 48;
-  std::vector<int> tokens;
-  for (int i = 0; i < T; ++i) tokens.push_back((i * 31 + 7) % 259);
-  auto aux = test::random_normal(size_t(T * 3 * H), 1.0f, 9);
-  auto want = torch_draft_logits(s.export_dir, *target, tokens, aux);
-  KvCache cache(draft->kv_shape(2));
-  SeqId seq = cache.create();
-  std::vector<float> g(size_t(T * H)), out(size_t(T * H)), got;
-  draft->fuse_aux(test::pool(), aux.data(), T, g.data());
-  draft->forward(test::pool(), cache, {Eagle3Rows{seq, tokens}}, g.data(), out.data(), &got, true);
-  ASSERT_EQ(got.size(), want.size());
-  double mx = 0;
-  for (float v : want) mx = std::max(mx, std::fabs(double(v)));
-  for (size_t i = 0; i < got.size(); ++i) ASSERT_NEAR(got[i], want[i], 1e-4 * mx) << i;
+  expect_engine_matches_module(s.export_dir, *target, *draft);
   // vLLM key style loads the same.
   auto cfg = f.config(f.dir.file("run"), {"export.key_style=vllm"});
   auto j = nlohmann::json::parse(read_text_file(s.export_dir + "/config.json"));
@@ -184,6 +174,31 @@ TEST(Trainer, ExportLoadsAndMatchesTheInferenceDraft) {
   EXPECT_TRUE(ck.has("t2d"));
   EXPECT_GT(s.stream.produced, 0);
   EXPECT_EQ(s.steps_done, 12);
+}
+
+// EAGLE-3.1, the MiniMax-M3 draft's flavour: per-tap norms before fc and the normed output fed
+// back. Trained, exported with its flags and fc_norm tensors, loaded by the engine as that
+// flavour, and the same numbers as the module, fed-back state included.
+TEST(Trainer, Eagle31TrainsExportsAndMatchesTheInferenceDraft) {
+  TrainFixture f;
+  TrainSummary s = run_training(f.config(f.dir.file("run31"), {"model.draft.type=eagle3.1"}));
+  auto target = load_model(f.target);
+  auto draft = Eagle3Draft::load(s.export_dir, *target);
+  EXPECT_TRUE(draft->config().fc_norm);
+  EXPECT_TRUE(draft->config().norm_output);
+  EXPECT_TRUE(draft->config().feeds_back_norm());
+  Checkpoint ck = Checkpoint::open_dir(s.export_dir);
+  ASSERT_TRUE(ck.has("fc_norm.2.weight"));
+  const TensorInfo& n = ck.get("fc_norm.0.weight", {48});
+  std::vector<float> w(48);
+  kernels::to_f32(n.dtype, n.data, w.data(), 48);
+  EXPECT_TRUE(std::any_of(w.begin(), w.end(), [](float v) { return v != 1.0f; })) << "fc_norm was not trained";
+  expect_engine_matches_module(s.export_dir, *target, *draft);
+  // A plain recipe with the flags spelled out is the same flavour.
+  const TrainConfig c = TrainConfig::load("", {"model.draft.fc_norm=true", "model.draft.norm_output=true"});
+  const auto o = draft_module_options(c, target->config());
+  EXPECT_TRUE(o.config.fc_norm && o.config.norm_output);
+  EXPECT_THROW(TrainConfig::load("", {"model.draft.type=eagle4"}), Error);
 }
 
 TEST(Trainer, ResumeAfterKillGivesTheSameWeights) {

@@ -18,6 +18,7 @@
 #include "support/server_process.h"
 #include "support/synthetic_eagle3.h"
 #include "support/test_util.h"
+#include "support/train_fixture.h"
 #include "train/draft_io.h"
 #include "train/online_trainer.h"
 
@@ -153,11 +154,24 @@ TEST(OnlineTrainer, RefusesDraftFlavoursTheModuleDoesNotTrain) {
   Rig r;
   test::DraftSpec s;
   s.vocab = 259;
+  s.norm_before_fc = true;
+  test::write_draft(r.dir.file("normfc"), s);
+  test::expect_mentions(test::error_of([&] { load_trainable_draft(r.dir.file("normfc"), *r.bundle.model); }),
+                        {"normfc", "norm_before_fc"});
+}
+
+// An EAGLE-3.1 draft (the MiniMax-M3 draft's flavour: per-tap norms, normed state fed back) is
+// one the module trains: loaded with its own fc_norm weights, it computes what the engine serves.
+TEST(OnlineTrainer, TrainsEagle31Drafts) {
+  Rig r;
+  test::DraftSpec s;
+  s.vocab = 259;
   s.fc_norm = true;
   s.norm_output = true;
   test::write_draft(r.dir.file("eagle31"), s);
-  test::expect_mentions(test::error_of([&] { load_trainable_draft(r.dir.file("eagle31"), *r.bundle.model); }),
-                        {"eagle31", "fc_norm"});
+  const auto draft = Eagle3Draft::load(r.dir.file("eagle31"), *r.bundle.model);
+  ASSERT_TRUE(draft->config().fc_norm && draft->config().feeds_back_norm());
+  expect_engine_matches_module(r.dir.file("eagle31"), *r.bundle.model, *draft);
 }
 
 double metric(const std::string& text, const std::string& name) {

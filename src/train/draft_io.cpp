@@ -27,18 +27,22 @@ std::vector<std::pair<std::string, torch::Tensor>> named_tensors(const DraftModu
   using T = eagle3::Tensor;
   using L = LayerTensor;
   auto layer = [&](L t) { return prefix + layer_tensor_name(t, Naming::HuggingFace); };
-  return {{eagle3::spec(T::Fc).hf, m->fc->weight},
-          {layer(L::Q), m->q_proj->weight},
-          {layer(L::K), m->k_proj->weight},
-          {layer(L::V), m->v_proj->weight},
-          {layer(L::O), m->o_proj->weight},
-          {layer(L::Gate), m->gate_proj->weight},
-          {layer(L::Up), m->up_proj->weight},
-          {layer(L::Down), m->down_proj->weight},
-          {layer(L::AttnNorm), m->input_layernorm},
-          {prefix + eagle3::spec(T::HiddenNorm).hf, m->hidden_norm},
-          {layer(L::MlpNorm), m->post_attention_layernorm},
-          {eagle3::spec(T::Norm).hf, m->norm}};
+  std::vector<std::pair<std::string, torch::Tensor>> named = {
+      {eagle3::spec(T::Fc).hf, m->fc->weight},
+      {layer(L::Q), m->q_proj->weight},
+      {layer(L::K), m->k_proj->weight},
+      {layer(L::V), m->v_proj->weight},
+      {layer(L::O), m->o_proj->weight},
+      {layer(L::Gate), m->gate_proj->weight},
+      {layer(L::Up), m->up_proj->weight},
+      {layer(L::Down), m->down_proj->weight},
+      {layer(L::AttnNorm), m->input_layernorm},
+      {prefix + eagle3::spec(T::HiddenNorm).hf, m->hidden_norm},
+      {layer(L::MlpNorm), m->post_attention_layernorm},
+      {eagle3::spec(T::Norm).hf, m->norm}};
+  for (size_t i = 0; i < m->fc_norms.size(); ++i)
+    named.emplace_back(eagle3::spec(T(int(T::FcNorm0) + int(i))).hf, m->fc_norms[i]);
+  return named;
 }
 
 // Target logits [B, T, V] from last_hidden [B, T, H], with the target's own final norm and
@@ -99,15 +103,13 @@ TrainableDraft load_trainable_draft(const std::string& dir, const Model& target)
   const Eagle3Config c = parse_eagle3_config(top, target.config().num_layers);
   const char* unsupported = c.num_layers != 1                         ? "num_hidden_layers != 1"
                             : c.layer != Eagle3Layer::Llama            ? "a Qwen3 decoder layer"
-                            : c.fc_norm                                ? "fc_norm"
                             : c.norm_before_fc                         ? "norm_before_fc"
-                            : c.norm_output                            ? "norm_output"
                             : c.norm_before_residual                   ? "norm_before_residual"
                             : c.attention_bias                         ? "attention_bias"
                             : c.target_hidden != target.config().hidden ? "a target_hidden_size other than the target's"
                                                                        : nullptr;
   if (unsupported)
-    fail("{}: the trainer's draft module is plain EAGLE-3 (one Llama layer); this draft has {}", dir, unsupported);
+    fail("{}: the trainer's draft module is EAGLE-3 or EAGLE-3.1 (one Llama layer); this draft has {}", dir, unsupported);
   // As the engine reads it: the same config and RoPE.
   const DraftModuleOptions opts{c, Rope::from_config(eagle3_layer_config(top), c.head_dim)};
   const Eagle3Config& o = opts.config;

@@ -31,9 +31,9 @@ struct TrainableDraft {
   torch::Tensor in_draft;       // [V] bool
 };
 
-// Loads an exported draft (eaglet's, or any plain EAGLE-3 Llama draft: one layer, no fc_norm,
-// norm_before_fc, norm_output, norm_before_residual or attention bias, which the module does
-// not model) for `target`; another flavour is an error naming what the module lacks.
+// Loads an exported draft (eaglet's, or any EAGLE-3 or EAGLE-3.1 Llama draft: one layer, no
+// norm_before_fc, norm_before_residual or attention bias, which the module does not model) for
+// `target`; another flavour is an error naming what the module lacks.
 TrainableDraft load_trainable_draft(const std::string& dir, const Model& target);
 // `m`'s weights and settings as an export for `target`.
 DraftExport export_module(const DraftModule& m, const ModelConfig& target, const VocabMapping& vmap);

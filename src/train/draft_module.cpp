@@ -1,5 +1,7 @@
 #include "train/draft_module.h"
 
+#include <fmt/format.h>
+
 #include <cmath>
 
 #include "core/error.h"
@@ -27,6 +29,8 @@ DraftModuleImpl::DraftModuleImpl(const DraftModuleOptions& options) : opts(optio
   hidden_norm = register_parameter("hidden_norm", torch::ones({H}));
   post_attention_layernorm = register_parameter("post_attention_layernorm", torch::ones({H}));
   norm = register_parameter("norm", torch::ones({H}));
+  if (o.fc_norm)
+    for (int i = 0; i < 3; ++i) fc_norms.push_back(register_parameter(fmt::format("fc_norm_{}", i), torch::ones({o.target_hidden})));
   embed = register_buffer("embed", torch::zeros({o.vocab, H}));
   // The frequencies inference uses (models/rope), so training and serving rotate alike.
   EAGLET_CHECK(int64_t(opts.rope.inv_freq.size()) * 2 == o.head_dim, "draft RoPE: {} frequencies for head_dim {}",
@@ -78,7 +82,15 @@ std::pair<torch::Tensor, torch::Tensor> DraftModuleImpl::step(const torch::Tenso
   auto h1 = g + o_proj(attn);
   auto hn = rms_norm(h1, post_attention_layernorm, opts.config.rms_eps);
   auto out = h1 + down_proj(torch::silu(gate_proj(hn)) * up_proj(hn));
-  return {lm_head(rms_norm(out, norm, opts.config.rms_eps)), out};
+  auto normed = rms_norm(out, norm, opts.config.rms_eps);
+  return {lm_head(normed), opts.config.norm_output ? normed : out};
+}
+
+torch::Tensor DraftModuleImpl::fuse(const torch::Tensor& aux) {
+  if (fc_norms.empty()) return fc(aux);
+  auto taps = aux.chunk(3, -1);
+  for (size_t i = 0; i < 3; ++i) taps[i] = rms_norm(taps[i], fc_norms[i], opts.config.rms_eps);
+  return fc(torch::cat(taps, -1));
 }
 
 namespace {

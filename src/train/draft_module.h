@@ -1,7 +1,9 @@
 // The EAGLE-3 draft as a libtorch module, for training. Same math as models/eagle3 (a test holds
 // the two to 1e-4 on exported weights), plus the training-time-test unroll: step 0 reads
 // g = fc(aux); step i reads the draft's own step i-1 output, with tokens shifted left by i and
-// positions arange(T) + i. Attention at step i is causal over step-0 keys plus the "diagonal"
+// positions arange(T) + i. EAGLE-3.1 (the config's fc_norm and norm_output, as the MiniMax-M3
+// draft has them): each tap is RMS-normed before fc, and the state fed back is norm(out), the
+// vLLM / speculators / TorchSpec reading. Attention at step i is causal over step-0 keys plus the "diagonal"
 // keys of steps 1..i (EAGLE-3's cache_hidden scheme). libtorch appears only under train/.
 #pragma once
 #include <torch/torch.h>
@@ -18,15 +20,17 @@ struct DraftModuleImpl : torch::nn::Module {
 
   // One draft step over a batch: tokens [B, T] (target ids), g [B, T, H], positions start at
   // `pos0`. `keys`/`values` hold earlier TTT steps' K/V [B, nkv, T, hd] (step 0 first) and get
-  // this step's appended. Returns {logits [B, T, Vd], out [B, T, H] (the next g)}.
+  // this step's appended. Returns {logits [B, T, Vd], the next g [B, T, H]}.
   std::pair<torch::Tensor, torch::Tensor> step(const torch::Tensor& tokens, const torch::Tensor& g, int64_t pos0,
                                                std::vector<torch::Tensor>& keys, std::vector<torch::Tensor>& values);
-  torch::Tensor fuse(const torch::Tensor& aux) { return fc(aux); }
+  // g [B, T, H] from the three taps aux [B, T, 3 Ht].
+  torch::Tensor fuse(const torch::Tensor& aux);
 
   DraftModuleOptions opts;
   torch::nn::Linear fc{nullptr}, q_proj{nullptr}, k_proj{nullptr}, v_proj{nullptr}, o_proj{nullptr};
   torch::nn::Linear gate_proj{nullptr}, up_proj{nullptr}, down_proj{nullptr}, lm_head{nullptr};
   torch::Tensor input_layernorm, hidden_norm, post_attention_layernorm, norm;
+  std::vector<torch::Tensor> fc_norms;  // [Ht] per tap with fc_norm, else empty
   torch::Tensor embed;     // [V, H], frozen copy of the target's
   torch::Tensor inv_freq;  // [hd / 2]
 };

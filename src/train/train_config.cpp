@@ -69,6 +69,9 @@ std::map<std::string, Field> fields() {
   EAGLET_FIELD("model.draft.head_dim", draft.head_dim);
   EAGLET_FIELD("model.draft.draft_vocab_size", draft.draft_vocab);
   EAGLET_FIELD("model.draft.rope_theta", draft.rope_theta);
+  EAGLET_FIELD("model.draft.type", draft.type);
+  EAGLET_FIELD("model.draft.fc_norm", draft.fc_norm);
+  EAGLET_FIELD("model.draft.norm_output", draft.norm_output);
   f["data.path"] = Field{[](TrainConfig& c, const std::string& v) { c.data_path = parse_paths("data.path", v); },
                          [](const TrainConfig& c) { return show(c.data_path); }};
   f["data.eval_path"] = Field{[](TrainConfig& c, const std::string& v) { c.eval_path = parse_paths("data.eval_path", v); },
@@ -204,6 +207,11 @@ void apply_draft_config(TrainConfig& c) {
   take("num_key_value_heads", &c.draft.num_kv_heads);
   take("head_dim", &c.draft.head_dim);
   take("draft_vocab_size", &c.draft.draft_vocab);
+  for (auto [key, dst] : {std::pair{"fc_norm", &c.draft.fc_norm}, std::pair{"norm_output", &c.draft.norm_output}})
+    if (j.contains(key)) {
+      EAGLET_CHECK(j[key].is_boolean(), "{}: '{}' must be true or false", c.draft_config, key);
+      *dst = *dst || j[key].get<bool>();
+    }
   if (j.contains("num_hidden_layers") && j["num_hidden_layers"] != 1)
     fail("{}: num_hidden_layers {} — eaglet trains 1-layer EAGLE-3 drafts", c.draft_config, j["num_hidden_layers"].dump());
 }
@@ -262,6 +270,8 @@ void TrainConfig::validate() const {
   EAGLET_CHECK(zero_stage == 0 || zero_stage == 1, "config: training.zero_stage must be 0 or 1 (got {})", zero_stage);
   EAGLET_CHECK(micro_batch_size >= 0 && eval_every >= 0, "config: training.micro_batch_size and eval_every must be >= 0");
   EAGLET_CHECK(dist_timeout_s >= 1, "config: training.dist_timeout_s must be >= 1");
+  EAGLET_CHECK(draft.type == "eagle3" || draft.type == "eagle3.1",
+               "config: model.draft.type must be eagle3 or eagle3.1 (got '{}')", draft.type);
   EAGLET_CHECK(loss_mask == "torchspec" || loss_mask == "next-token",
                "config: training.loss_mask_alignment must be torchspec or next-token (got '{}')", loss_mask);
 }

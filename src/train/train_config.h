@@ -14,6 +14,11 @@ struct DraftShape {
   int num_heads = 0, num_kv_heads = 0, head_dim = 0;  // 0: the target's
   int draft_vocab = 0;   // 0: the target's vocabulary (no pruning)
   double rope_theta = 0;  // 0: the target's RoPE base, as TorchSpec and SpecForge inherit it
+  // "eagle3", or "eagle3.1" (fc_norm and norm_output both on: the MiniMax-M3 draft's flavour).
+  std::string type = "eagle3";
+  bool fc_norm = false;      // RMSNorm on each tap before fc
+  bool norm_output = false;  // the state fed back is norm(out)
+  bool eagle31() const { return type == "eagle3.1"; }
 };
 
 struct TrainConfig {

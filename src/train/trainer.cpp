@@ -55,6 +55,8 @@ DraftModuleOptions module_options(const TrainConfig& c, const ModelConfig& t, st
   o.rms_eps = t.rms_eps;
   o.aux_layers = std::move(aux);
   o.key_prefix = eagle3::kMidlayer;
+  o.fc_norm = c.draft.fc_norm || c.draft.eagle31();
+  o.norm_output = c.draft.norm_output || c.draft.eagle31();
   EAGLET_CHECK(o.hidden == t.hidden, "config: model.draft.hidden_size {} must equal the target's hidden size {} (the "
                "draft shares the target's embedding)", o.hidden, t.hidden);
   EAGLET_CHECK(o.num_heads % o.num_kv_heads == 0, "config: draft heads must be a multiple of kv heads");
@@ -640,17 +642,20 @@ DraftModuleOptions draft_module_options(const TrainConfig& c, const ModelConfig&
   return module_options(c, t, c.aux_layers.empty() ? default_aux_layers(t.num_layers) : c.aux_layers);
 }
 
-std::vector<float> torch_draft_logits(const std::string& export_dir, const Model& target, const std::vector<int>& tokens,
-                                      const std::vector<float>& aux) {
+TorchDraftStep torch_draft_step(const std::string& export_dir, const Model& target, const std::vector<int>& tokens,
+                                const std::vector<float>& aux) {
   TrainableDraft d = load_trainable_draft(export_dir, target);
   const int64_t T = int64_t(tokens.size());
   torch::NoGradGuard ng;
   auto ids = torch::tensor(std::vector<int64_t>(tokens.begin(), tokens.end()), torch::kLong).view({1, T});
   auto a = torch::from_blob(const_cast<float*>(aux.data()), {1, T, 3 * d.module->opts.config.target_hidden}, torch::kFloat32).clone();
   std::vector<torch::Tensor> keys, values;
-  auto [logits, out] = d.module->step(ids, d.module->fuse(a), 0, keys, values);
-  auto c = logits.contiguous();
-  return std::vector<float>(c.data_ptr<float>(), c.data_ptr<float>() + c.numel());
+  auto [logits, next] = d.module->step(ids, d.module->fuse(a), 0, keys, values);
+  auto floats = [](const torch::Tensor& t) {
+    auto c = t.contiguous();
+    return std::vector<float>(c.data_ptr<float>(), c.data_ptr<float>() + c.numel());
+  };
+  return {floats(logits), floats(next)};
 }
 
 }  // namespace eaglet

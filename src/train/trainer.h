@@ -31,10 +31,13 @@ struct TrainHooks {
 TrainSummary run_training(const TrainConfig& cfg, const TrainHooks& hooks = {});
 
 // Runs the libtorch draft module on an exported draft directory: one step over `tokens` with
-// g = fc(aux) (aux [T, 3H]) and returns logits [T, Vd]. Lets tests hold the training and the
-// inference implementations to the same numbers.
-std::vector<float> torch_draft_logits(const std::string& export_dir, const Model& target, const std::vector<int>& tokens,
-                                      const std::vector<float>& aux);
+// g = fuse(aux) (aux [T, 3H]): logits [T, Vd] and the state it feeds back [T, H]. Lets tests hold
+// the training and the inference implementations to the same numbers.
+struct TorchDraftStep {
+  std::vector<float> logits, next;
+};
+TorchDraftStep torch_draft_step(const std::string& export_dir, const Model& target, const std::vector<int>& tokens,
+                                const std::vector<float>& aux);
 
 // The draft module's shape and RoPE for a recipe and target: the target's width, heads, RoPE base
 // and scaling unless the recipe overrides them.

@@ -1,5 +1,13 @@
 #include "support/train_fixture.h"
 
+#include <gtest/gtest.h>
+
+#include <cmath>
+
+#include "cache/kv_cache.h"
+#include "models/eagle3.h"
+#include "train/trainer.h"
+
 namespace eaglet {
 
 TrainFixture::TrainFixture() {
@@ -29,6 +37,27 @@ std::string TrainFixture::command(const std::string& out, std::vector<std::strin
   std::string cmd = test::eaglet_binary() + " train";
   for (auto& kv : overrides(out, std::move(extra))) cmd += " " + kv;
   return cmd;
+}
+
+void expect_engine_matches_module(const std::string& draft_dir, const Model& target, const Eagle3Draft& draft) {
+  const int T = 11, H = draft.config().hidden, Ht = draft.config().target_hidden;
+  std::vector<int> tokens;
+  for (int i = 0; i < T; ++i) tokens.push_back((i * 31 + 7) % 259);
+  auto aux = test::random_normal(size_t(T * 3 * Ht), 1.0f, 9);
+  const TorchDraftStep want = torch_draft_step(draft_dir, target, tokens, aux);
+  KvCache cache(draft.kv_shape(2));
+  SeqId seq = cache.create();
+  std::vector<float> g(size_t(T * H)), next(size_t(T * H)), got;
+  draft.fuse_aux(test::pool(), aux.data(), T, g.data());
+  draft.forward(test::pool(), cache, {Eagle3Rows{seq, tokens}}, g.data(), next.data(), &got, true);
+  auto expect_near = [](const std::vector<float>& got, const std::vector<float>& want, const char* what) {
+    ASSERT_EQ(got.size(), want.size()) << what;
+    double mx = 0;
+    for (float v : want) mx = std::max(mx, std::fabs(double(v)));
+    for (size_t i = 0; i < got.size(); ++i) ASSERT_NEAR(got[i], want[i], 1e-4 * mx) << what << " " << i;
+  };
+  expect_near(got, want.logits, "logits");
+  expect_near(next, want.next, "next state");
 }
 
 }  // namespace eaglet

@@ -8,6 +8,11 @@
 #include "train/train_config.h"
 
 namespace eaglet {
+class Eagle3Draft;
+class Model;
+}
+
+namespace eaglet {
 
 struct TrainFixture {
   test::TempDir dir;
@@ -19,5 +24,9 @@ struct TrainFixture {
   // `eaglet train` with the same recipe, as a shell command.
   std::string command(const std::string& out, std::vector<std::string> extra = {}) const;
 };
+
+// The engine's draft on `draft_dir` gives the training module's logits and fed-back states (to
+// 1e-4 of their largest value) for one step over a few tokens.
+void expect_engine_matches_module(const std::string& draft_dir, const Model& target, const Eagle3Draft& draft);
 
 }  // namespace eaglet
