@@ -139,12 +139,7 @@ void DecoderModel::layer_forward(ThreadPool& pool, Scratch& act, int l, KvCache&
   kernels::matmul(pool, attn, T, L.o, tmp, L.o_bias.empty() ? nullptr : L.o_bias.data());
   kernels::add(x, tmp, T * H);
 
-  kernels::rmsnorm_rows(x, T, H, L.mlp_norm.data(), cfg_.rms_eps, xn);
-  float* g = act.gate.get(T * I);
-  float* u = act.up.get(T * I);
-  kernels::matmul_gated(pool, xn, T, L.gate, L.up, g, u);
-  kernels::matmul(pool, g, T, L.down, tmp);
-  kernels::add(x, tmp, T * H);
+  add_mlp(pool, L, x, T, H, cfg_.rms_eps, {xn, act.gate.get(T * I), act.up.get(T * I), tmp});
 }
 
 void DecoderModel::forward(ThreadPool& pool, KvCache& cache, const ForwardBatch& batch, ForwardOutput* out) {

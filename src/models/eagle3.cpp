@@ -250,13 +250,7 @@ void Eagle3Draft::layer_forward(ThreadPool& pool, KvCache& cache, int index, con
   paged_attention(pool, cache, index, slots, attn_, q, attn);
   kernels::matmul(pool, attn, T, l.o, tmp, l.o_bias.empty() ? nullptr : l.o_bias.data());
   for (int64_t i = 0; i < T * H; ++i) out[i] = residual[i] + tmp[i];
-  float* hn = act.hn.get(T * H);
-  float* gt = act.gate.get(T * I);
-  float* up = act.up.get(T * I);
-  kernels::rmsnorm_rows(out, T, H, l.mlp_norm.data(), cfg_.rms_eps, hn);
-  kernels::matmul_gated(pool, hn, T, l.gate, l.up, gt, up);
-  kernels::matmul(pool, gt, T, l.down, tmp);
-  kernels::add(out, tmp, T * H);
+  add_mlp(pool, l, out, T, H, cfg_.rms_eps, {act.hn.get(T * H), act.gate.get(T * I), act.up.get(T * I), tmp});
 }
 
 }  // namespace eaglet

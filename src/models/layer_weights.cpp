@@ -73,4 +73,12 @@ DecoderLayerWeights read_layer(const std::string& p, const HfLayerSpec& s, Namin
   return L;
 }
 
+void add_mlp(ThreadPool& pool, const DecoderLayerWeights& l, float* x, int64_t T, int64_t hidden, float eps,
+             const MlpScratch& s) {
+  kernels::rmsnorm_rows(x, T, hidden, l.mlp_norm.data(), eps, s.normed);
+  kernels::matmul_gated(pool, s.normed, T, l.gate, l.up, s.gate, s.up);
+  kernels::matmul(pool, s.gate, T, l.down, s.tmp);
+  kernels::add(x, s.tmp, T * hidden);
+}
+
 }  // namespace eaglet

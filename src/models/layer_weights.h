@@ -10,6 +10,8 @@
 
 namespace eaglet {
 
+class ThreadPool;
+
 struct DecoderLayerWeights {
   kernels::WeightView q, k, v, o, gate, up, down;
   std::vector<float> attn_norm, mlp_norm, q_norm, k_norm, q_bias, k_bias, v_bias, o_bias;
@@ -45,5 +47,14 @@ using VectorReader = std::function<std::vector<float>(const std::string& name, i
 // shape through `matrix` / `vector`.
 DecoderLayerWeights read_layer(const std::string& prefix, const HfLayerSpec& s, Naming naming, const MatrixReader& matrix,
                                const VectorReader& vector);
+
+// Caller-owned buffers for add_mlp: normed and tmp [T, hidden], gate and up [T, intermediate].
+struct MlpScratch {
+  float *normed, *gate, *up, *tmp;
+};
+// x [T, hidden] += down(silu(gate(n)) * up(n)) with n = RMSNorm(x, mlp_norm): the second half of
+// every Llama-family layer (the decoder, the EAGLE-3 and DFlash drafts).
+void add_mlp(ThreadPool& pool, const DecoderLayerWeights& l, float* x, int64_t T, int64_t hidden, float eps,
+             const MlpScratch& s);
 
 }  // namespace eaglet
