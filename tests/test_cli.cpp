@@ -199,7 +199,7 @@ TEST(CliSpeculative, BadSpecOptionsAreErrors) {
   EXPECT_EQ(r.exit_code, 1);
   EXPECT_NE(r.output.find("needs --draft"), std::string::npos) << r.output;
   r = test::run_command(test::eaglet_binary() + " generate --spec-method medusa 2>&1");
-  EXPECT_NE(r.output.find("must be one of eagle3, ngram, none (got 'medusa')"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("must be one of eagle3, ngram, dflash, none (got 'medusa')"), std::string::npos) << r.output;
   r = test::run_command(test::eaglet_binary() + " generate --spec-method ngram --draft-shape topk=4,width=3 2>&1");
   EXPECT_EQ(r.exit_code, 1);
   EXPECT_NE(r.output.find("--draft-shape 'topk=4,width=3': 'width=3' is not one of"), std::string::npos) << r.output;

@@ -99,7 +99,7 @@ struct Fixture {
   Fixture() {
     static bool registered = false;
     if (!registered) {
-      SpecSetup::register_proposer("oracle", false, true,
+      SpecSetup::register_proposer("oracle", DraftKind::None, true,
                                    [](const SpecSetup&, int64_t, ThreadPool&) { return std::make_unique<OracleProposer>(); });
       registered = true;
     }

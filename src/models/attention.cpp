@@ -15,9 +15,9 @@ void apply_rope(const Rope& rope, const std::vector<TokenSlot>& slots, const Att
   std::vector<float> cs(static_cast<size_t>(half)), sn(static_cast<size_t>(half));
   for (size_t t = 0; t < slots.size(); ++t) {
     rope.angles(slots[t].pos, cs.data(), sn.data());
-    for (int h = 0; h < s.num_heads; ++h)
+    for (int h = 0; q && h < s.num_heads; ++h)
       kernels::rope_neox(q + (t * s.num_heads + size_t(h)) * size_t(s.head_dim), cs.data(), sn.data(), rope.rot_dim);
-    for (int h = 0; h < s.num_kv_heads; ++h)
+    for (int h = 0; k && h < s.num_kv_heads; ++h)
       kernels::rope_neox(k + (t * s.num_kv_heads + size_t(h)) * size_t(s.head_dim), cs.data(), sn.data(), rope.rot_dim);
   }
 }

@@ -36,7 +36,8 @@ struct AttentionShape {
   int num_heads, num_kv_heads, head_dim;
 };
 
-// Applies RoPE to q [T, nh*hd] and k [T, nkv*hd] in place at each token's position.
+// Applies RoPE to q [T, nh*hd] and k [T, nkv*hd] in place at each token's position (either may
+// be null: a DFlash draft's context has keys only).
 void apply_rope(const Rope& rope, const std::vector<TokenSlot>& slots, const AttentionShape& s,
                 float* q, float* k);
 // Writes k/v rows [T, nkv*hd] into the cache at each token's slot (space must be reserved).

@@ -12,6 +12,7 @@
 #include "core/error.h"
 #include "core/thread_pool.h"
 #include "models/attention.h"
+#include "speculation/dflash_proposer.h"
 #include "speculation/eagle3_proposer.h"
 #include "speculation/ngram_proposer.h"
 
@@ -21,19 +22,23 @@ namespace {
 // The proposer registry: a new proposer is one file and one line here.
 struct ProposerEntry {
   std::string name;
-  bool needs_draft;  // an EAGLE-3 draft directory (--draft)
-  bool trees;        // drafts token trees
+  DraftKind draft;  // the model --draft names
+  bool trees;       // drafts token trees
   ProposerFactory make;
 };
 std::vector<ProposerEntry>& registry() {
   static std::vector<ProposerEntry> r{
-      {"eagle3", true, true,
+      {"eagle3", DraftKind::Eagle3, true,
        [](const SpecSetup& s, int64_t blocks, ThreadPool& pool) {
          return std::make_unique<Eagle3Proposer>(*s.draft(), blocks, pool);
        }},
-      {"ngram", false, false,
+      {"ngram", DraftKind::None, false,
        [](const SpecSetup& s, int64_t, ThreadPool&) {
          return std::make_unique<NgramProposer>(s.options().ngram_max, s.options().ngram_min);
+       }},
+      {"dflash", DraftKind::DFlash, false,
+       [](const SpecSetup& s, int64_t blocks, ThreadPool& pool) {
+         return std::make_unique<DFlashProposer>(*s.dflash(), blocks, pool);
        }},
   };
   return r;
@@ -66,9 +71,9 @@ void apply_speculative_config(SpecOptions& o, const std::string& text) {
                  "--speculative-config: unknown key '{}' (known: {})", it.key(), fmt::join(kKeys, ", "));
   if (j.contains("method")) {
     const std::string m = str("method");
-    EAGLET_CHECK(m == "eagle3" || m == "ngram",
-                 "--speculative-config: method '{}' is not run here (eagle3 or ngram; EAGLE-1/2, Medusa, MTP and "
-                 "separate draft models are not supported)", m);
+    EAGLET_CHECK(m == "eagle3" || m == "ngram" || m == "dflash",
+                 "--speculative-config: method '{}' is not run here (eagle3, dflash or ngram; EAGLE-1/2, Medusa, MTP "
+                 "and separate draft models are not supported)", m);
     o.method = m;
   }
   if (j.contains("model")) o.draft_dir = str("model");
@@ -82,9 +87,9 @@ void apply_speculative_config(SpecOptions& o, const std::string& text) {
   if (j.contains("draft_semantics")) o.draft_semantics = str("draft_semantics");
 }
 
-void SpecSetup::register_proposer(const std::string& name, bool needs_draft, bool trees, ProposerFactory make) {
+void SpecSetup::register_proposer(const std::string& name, DraftKind draft, bool trees, ProposerFactory make) {
   EAGLET_CHECK(!find_entry(name) && name != "none", "proposer '{}' is registered twice", name);
-  registry().push_back({name, needs_draft, trees, std::move(make)});
+  registry().push_back({name, draft, trees, std::move(make)});
 }
 
 std::vector<std::string> SpecSetup::methods() {
@@ -106,15 +111,9 @@ SpecSetup::SpecSetup(const SpecOptions& opts, const Model& target) : opts_(opts)
   parse_draft_semantics(opts.draft_semantics);  // checked before any loading
   const std::string shape = opts.draft_shape.empty() ? (k >= 0 ? "chain" : "auto") : opts.draft_shape;
   policy_ = parse_draft_shape(shape, k >= 0 ? k : 3);
-  if (entry && entry->needs_draft) {
+  if (entry && entry->draft != DraftKind::None) {
     EAGLET_CHECK(!opts.draft_dir.empty(), "--spec-method {} needs --draft DIR", method_);
-    Eagle3LoadOptions lo;
-    lo.numbering = opts.aux_numbering == "output"  ? AuxNumbering::Output
-                   : opts.aux_numbering == "input" ? AuxNumbering::Input
-                                                   : AuxNumbering::Auto;
-    lo.semantics = parse_draft_semantics(opts.draft_semantics);
-    lo.allow_unused_tensors = opts.allow_unused_draft_tensors;
-    draft_ = Eagle3Draft::load(resolve_model_path(opts.draft_dir), target, lo);
+    load_draft(entry->draft, target);
   }
   // Chain-only proposers (n-gram) and targets without tree attention (MiniMax MSA) draft chains.
   const bool trees = entry && entry->trees && target.supports_token_trees();
@@ -124,10 +123,27 @@ SpecSetup::SpecSetup(const SpecOptions& opts, const Model& target) : opts_(opts)
   }
 }
 
+void SpecSetup::load_draft(DraftKind kind, const Model& target) {
+  const std::string dir = resolve_model_path(opts_.draft_dir);
+  if (kind == DraftKind::DFlash) {
+    dflash_ = DFlashDraft::load(dir, target);
+    return;
+  }
+  Eagle3LoadOptions lo;
+  lo.numbering = opts_.aux_numbering == "output"  ? AuxNumbering::Output
+                 : opts_.aux_numbering == "input" ? AuxNumbering::Input
+                                                  : AuxNumbering::Auto;
+  lo.semantics = parse_draft_semantics(opts_.draft_semantics);
+  lo.allow_unused_tensors = opts_.allow_unused_draft_tensors;
+  draft_ = Eagle3Draft::load(dir, target, lo);
+}
+
+// A DFlash block sits in the draft cache while it is drafted, however little of it is verified.
 int SpecSetup::max_step_tokens() const {
   if (!enabled()) return 1;
   const TreeShape& s = policy_.shape;
-  return 1 + std::max(s.budget, (s.depth - 1) * s.topk);
+  const int step = 1 + std::max(s.budget, (s.depth - 1) * s.topk);
+  return dflash_ ? std::max(step, dflash_->config().block_size) : step;
 }
 
 std::unique_ptr<Proposer> SpecSetup::new_proposer(int64_t draft_blocks, ThreadPool& pool) const {
@@ -135,7 +151,9 @@ std::unique_ptr<Proposer> SpecSetup::new_proposer(int64_t draft_blocks, ThreadPo
   return find_entry(method_)->make(*this, draft_blocks, pool);
 }
 
-size_t SpecSetup::draft_block_bytes() const { return draft_ ? draft_->kv_shape(1).bytes_per_block() : 0; }
+size_t SpecSetup::draft_block_bytes() const {
+  return draft_ ? draft_->kv_shape(1).bytes_per_block() : dflash_ ? dflash_->kv_shape(1).bytes_per_block() : 0;
+}
 
 std::unique_ptr<DraftPolicy> SpecSetup::new_policy(ThreadPool& pool, Model& target, bool scored) const {
   if (!policy_.adaptive) return std::make_unique<DraftPolicy>(policy_, nullptr, scored);
@@ -156,6 +174,8 @@ std::string SpecSetup::describe() const {
                             : s.is_chain() ? fmt::format("chain k={}", s.depth)
                                            : fmt::format("tree topk={}, depth={}, budget={}", s.topk, s.depth, s.budget);
   if (method_ == "ngram") return fmt::format("n-gram prompt lookup (n {}..{}), {}", opts_.ngram_min, opts_.ngram_max, shape);
+  if (dflash_)
+    return fmt::format("DFlash draft {} (block {}, {})", opts_.draft_dir, dflash_->config().block_size, shape);
   if (!draft_) return fmt::format("{}, {}", method_, shape);
   return fmt::format("EAGLE-3 draft {} ({}, draft vocab {}, taps {},{},{})", opts_.draft_dir, shape,
                      draft_->config().draft_vocab, draft_->config().aux_layers[0], draft_->config().aux_layers[1],

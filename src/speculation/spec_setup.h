@@ -7,6 +7,7 @@
 #include <memory>
 #include <string>
 
+#include "models/dflash.h"
 #include "models/eagle3.h"
 #include "speculation/draft_policy.h"
 #include "speculation/proposer.h"
@@ -36,21 +37,24 @@ struct SpecOptions {
 void apply_speculative_config(SpecOptions& o, const std::string& json);
 
 class SpecSetup;
+// The draft model a proposer reads from --draft.
+enum class DraftKind { None, Eagle3, DFlash };
 // Builds a proposer for one engine: `draft_blocks` KV blocks of draft state, forwards on `pool`.
 using ProposerFactory =
     std::function<std::unique_ptr<Proposer>(const SpecSetup&, int64_t draft_blocks, ThreadPool& pool)>;
 
 class SpecSetup {
  public:
-  // Adds a proposer to the registry under `name` (--spec-method NAME). `needs_draft`: it reads
-  // the --draft model; `trees`: it drafts token trees (else tree shapes fall back to chains).
-  static void register_proposer(const std::string& name, bool needs_draft, bool trees, ProposerFactory make);
+  // Adds a proposer to the registry under `name` (--spec-method NAME). `draft`: the --draft model
+  // it reads; `trees`: it drafts token trees (else tree shapes fall back to chains).
+  static void register_proposer(const std::string& name, DraftKind draft, bool trees, ProposerFactory make);
 
   SpecSetup(const SpecOptions& opts, const Model& target);
   bool enabled() const { return method_ != "none" && !policy_.shape.empty(); }
   const std::string& method() const { return method_; }
   const SpecOptions& options() const { return opts_; }
   const Eagle3Draft* draft() const { return draft_.get(); }
+  const DFlashDraft* dflash() const { return dflash_.get(); }
   const DraftPolicyConfig& policy_config() const { return policy_; }
   // Chain length of a fixed chain, else the deepest tree the policy may draft.
   int k() const { return policy_.shape.depth; }
@@ -71,10 +75,12 @@ class SpecSetup {
   void set_cost_model(std::shared_ptr<const CostModel> cost) { cost_ = std::move(cost); }
 
  private:
+  void load_draft(DraftKind kind, const Model& target);
   std::string method_;
   SpecOptions opts_;
   DraftPolicyConfig policy_;
   std::unique_ptr<Eagle3Draft> draft_;
+  std::unique_ptr<DFlashDraft> dflash_;
   std::shared_ptr<const CostModel> cost_;  // set_cost_model: every engine uses it
   // Measured per thread count (a benchmark sweeps them; the costs differ).
   mutable std::map<int, std::shared_ptr<const CostModel>> measured_;

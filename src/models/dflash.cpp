@@ -1,0 +1,217 @@
+#include "models/dflash.h"
+
+#include <fmt/ranges.h>
+#include <spdlog/spdlog.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+
+#include "core/error.h"
+#include "io/safetensors.h"
+
+namespace eaglet {
+
+namespace {
+// z-lab's default taps when a config lists none: one layer for a one-layer draft, else spread
+// from layer 1 to layer L - 3.
+std::vector<int> default_target_layer_ids(int target_layers, int draft_layers) {
+  if (draft_layers == 1) return {target_layers / 2};
+  std::vector<int> ids;
+  for (int i = 0; i < draft_layers; ++i)
+    ids.push_back(int(std::lround(1 + double(i) * (target_layers - 4) / (draft_layers - 1))));
+  return ids;
+}
+
+// Keys that change what a DFlash forward computes in ways eaglet does not run: refused by name
+// rather than ignored.
+void refuse_unsupported(const JsonConfig& top, const JsonConfig& dflash) {
+  if (top.has("layer_types"))
+    for (const auto& t : top.raw()["layer_types"])
+      EAGLET_CHECK(t == "full_attention", "{}: layer_types has '{}': sliding-window DFlash layers are not supported",
+                   top.where(), t.is_string() ? t.get<std::string>() : t.dump());
+  for (const char* key : {"use_swa", "causal", "attention_sink_bias"})
+    EAGLET_CHECK(!dflash.get_bool(key, false), "{}: dflash_config.{} is not supported", top.where(), key);
+  EAGLET_CHECK(!top.get_bool("is_causal", false), "{}: is_causal is not supported (DFlash blocks attend both ways)",
+               top.where());
+  for (const char* key : {"input_embedding_scale", "output_multiplier", "logit_scale"})
+    for (const JsonConfig* c : {&top, &dflash})
+      EAGLET_CHECK(c->get_double(key, 1.0) == 1.0, "{}: {} other than 1 is not supported", top.where(), key);
+  EAGLET_CHECK(!dflash.has("final_logit_softcapping") && !top.has("final_logit_softcapping"),
+               "{}: final_logit_softcapping is not supported", top.where());
+}
+}  // namespace
+
+DFlashConfig parse_dflash_config(const JsonConfig& top, int target_layers, int target_hidden) {
+  const std::string arch = top.has("architectures") && top.raw()["architectures"].is_array() &&
+                                   !top.raw()["architectures"].empty()
+                               ? top.raw()["architectures"][0].get<std::string>()
+                               : "";
+  EAGLET_CHECK(arch == "DFlashDraftModel", "{}: architectures[0] is '{}', not DFlashDraftModel", top.where(), arch);
+  const JsonConfig dflash = top.has("dflash_config") ? top.sub("dflash_config") : JsonConfig(nlohmann::json::object(), top.where());
+  refuse_unsupported(top, dflash);
+  DFlashConfig c;
+  c.hidden = top.get_size("hidden_size");
+  c.target_hidden = top.get_size("target_hidden_size", target_hidden);
+  c.intermediate = top.get_size("intermediate_size");
+  c.num_heads = top.get_size("num_attention_heads");
+  c.num_kv_heads = top.get_size("num_key_value_heads", c.num_heads);
+  c.head_dim = top.get_size("head_dim", c.hidden / c.num_heads);
+  c.num_layers = top.get_size("num_hidden_layers");
+  c.rms_eps = float(top.get_double("rms_norm_eps", 1e-6));
+  c.attention_bias = top.get_bool("attention_bias", false);
+  c.block_size = top.has("block_size") ? top.get_int_in("block_size", 16, 2, kMaxTreeTokens)
+                                       : dflash.get_int_in("block_size", 16, 2, kMaxTreeTokens);
+  EAGLET_CHECK(dflash.has("mask_token_id"), "{}: dflash_config.mask_token_id is missing", top.where());
+  c.mask_token_id = dflash.get_int_in("mask_token_id", -1, 0, INT32_MAX);
+  EAGLET_CHECK(c.target_hidden == target_hidden, "{}: target_hidden_size {} but the target's hidden size is {}",
+               top.where(), c.target_hidden, target_hidden);
+  EAGLET_CHECK(c.hidden == target_hidden, "{}: hidden_size {} must be the target's {} (the block is embedded and "
+               "scored by the target)", top.where(), c.hidden, target_hidden);
+  EAGLET_CHECK(c.num_heads % c.num_kv_heads == 0, "{}: num_attention_heads {} is not a multiple of num_key_value_heads {}",
+               top.where(), c.num_heads, c.num_kv_heads);
+  if (dflash.has("target_layer_ids")) {
+    for (int64_t id : dflash.get_int_list("target_layer_ids")) c.target_layer_ids.push_back(int(id));
+  } else {
+    c.target_layer_ids = default_target_layer_ids(top.get_size("num_target_layers", target_layers), c.num_layers);
+  }
+  EAGLET_CHECK(!c.target_layer_ids.empty(), "{}: dflash_config.target_layer_ids is empty", top.where());
+  EAGLET_CHECK(std::is_sorted(c.target_layer_ids.begin(), c.target_layer_ids.end()) &&
+                   std::adjacent_find(c.target_layer_ids.begin(), c.target_layer_ids.end()) == c.target_layer_ids.end(),
+               "{}: dflash_config.target_layer_ids must ascend", top.where());
+  for (int id : c.target_layer_ids) {
+    EAGLET_CHECK(id >= 0 && id < target_layers, "{}: target layer {} is outside the target's {} layers", top.where(),
+                 id, target_layers);
+    c.taps.push_back(id + 1);  // the output of layer id enters layer id + 1
+  }
+  return c;
+}
+
+std::unique_ptr<DFlashDraft> DFlashDraft::load(const std::string& dir, const Model& target) {
+  const JsonConfig cfg = JsonConfig::load(dir + "/config.json");
+  DFlashConfig c = parse_dflash_config(cfg, target.config().num_layers, target.config().hidden);
+  EAGLET_CHECK(c.mask_token_id < target.config().vocab, "{}: mask_token_id {} is outside the target's vocabulary of {}",
+               cfg.where(), c.mask_token_id, target.config().vocab);
+  auto ckpt = std::make_shared<Checkpoint>(Checkpoint::open_dir(dir));
+  std::unique_ptr<DFlashDraft> d(new DFlashDraft(c, Rope::from_config(cfg, c.head_dim), WeightStore(ckpt), target));
+  for (const std::string& n : ckpt->names())
+    if (!d->used_.count(n)) fail("{}: tensor '{}' is not used by a DFlash draft (embed_tokens, lm_head and d2t are the target's)", dir, n);
+  spdlog::info("DFlash draft {}: {} layers, hidden {}, block {}, mask token {}, taps of target layers {}", dir,
+               c.num_layers, c.hidden, c.block_size, c.mask_token_id, fmt::join(c.target_layer_ids, ","));
+  return d;
+}
+
+DFlashDraft::DFlashDraft(DFlashConfig cfg, Rope rope, WeightStore weights, const Model& target)
+    : cfg_(std::move(cfg)), rope_(std::move(rope)), weights_(std::move(weights)), target_(target) {
+  attn_ = {cfg_.num_heads, cfg_.num_kv_heads, cfg_.head_dim};
+  auto matrix = [&](const std::string& name, int64_t rows, int64_t cols) {
+    used_.insert(name);
+    return weights_.matrix(name, rows, cols);
+  };
+  auto vector = [&](const std::string& name, int64_t n) {
+    used_.insert(name);
+    return weights_.vector(name, n);
+  };
+  const int64_t H = cfg_.hidden;
+  fc_ = matrix("fc.weight", H, int64_t(cfg_.taps.size()) * cfg_.target_hidden);
+  hidden_norm_ = vector("hidden_norm.weight", H);
+  norm_ = vector("norm.weight", H);
+  HfLayerSpec s;
+  s.in_width = s.hidden = H;
+  s.intermediate = cfg_.intermediate;
+  s.head_dim = cfg_.head_dim;
+  s.q_dim = int64_t(cfg_.num_heads) * cfg_.head_dim;
+  s.kv_dim = int64_t(cfg_.num_kv_heads) * cfg_.head_dim;
+  s.qkv_bias = cfg_.attention_bias;  // Qwen3: q/k/v biases only, no o_proj bias
+  s.qk_norm = true;
+  for (int i = 0; i < cfg_.num_layers; ++i)
+    layers_.push_back(read_layer(fmt::format("layers.{}.", i), s, Naming::HuggingFace, matrix, vector));
+}
+
+KvCacheShape DFlashDraft::kv_shape(int64_t num_blocks, int block_size) const {
+  return KvCacheShape{cfg_.num_layers, cfg_.num_kv_heads, cfg_.head_dim, block_size, num_blocks};
+}
+
+void DFlashDraft::store_context(KvCache& cache, int index, const std::vector<TokenSlot>& slots, float* k,
+                                const float* v) const {
+  const DecoderLayerWeights& l = layers_[size_t(index)];
+  kernels::rmsnorm_rows(k, int64_t(slots.size()) * cfg_.num_kv_heads, cfg_.head_dim, l.k_norm.data(), cfg_.rms_eps, k);
+  apply_rope(rope_, slots, attn_, nullptr, k);
+  store_kv(cache, index, slots, attn_, k, v);
+}
+
+// ctx = hidden_norm(fc(features)); each layer's k_proj / v_proj of it are the context's K/V.
+void DFlashDraft::add_context(ThreadPool& pool, KvCache& cache, SeqId seq, const float* features, int64_t n) const {
+  if (n == 0) return;
+  auto act = scratch_.lease();
+  const int64_t H = cfg_.hidden, kvd = int64_t(cfg_.num_kv_heads) * cfg_.head_dim, start = cache.length(seq);
+  if (!cache.reserve(seq, n)) fail("DFlash draft KV cache is full ({} blocks)", cache.total_blocks());
+  std::vector<TokenSlot>& slots = act->slots;
+  slots.clear();
+  for (int64_t i = 0; i < n; ++i) slots.push_back(TokenSlot{seq, start + i, start + i});
+  float* fused = act->fused.get(n * H);
+  float* ctx = act->ctx.get(n * H);
+  kernels::matmul(pool, features, n, fc_, fused);
+  kernels::rmsnorm_rows(fused, n, H, hidden_norm_.data(), cfg_.rms_eps, ctx);
+  float* k = act->k.get(n * kvd);
+  float* v = act->v.get(n * kvd);
+  for (int i = 0; i < cfg_.num_layers; ++i) {
+    const DecoderLayerWeights& l = layers_[size_t(i)];
+    kernels::matmul(pool, ctx, n, l.k, k, l.k_bias.empty() ? nullptr : l.k_bias.data());
+    kernels::matmul(pool, ctx, n, l.v, v, l.v_bias.empty() ? nullptr : l.v_bias.data());
+    store_context(cache, i, slots, k, v);
+  }
+  cache.commit(seq, n);
+}
+
+void DFlashDraft::draft_block(ThreadPool& pool, KvCache& cache, SeqId seq, int last_token,
+                              std::vector<float>* logits) const {
+  auto act = scratch_.lease();
+  const int64_t B = cfg_.block_size, H = cfg_.hidden, P = cache.length(seq);
+  if (!cache.reserve(seq, B)) fail("DFlash draft KV cache is full ({} blocks)", cache.total_blocks());
+  // Every block token sees the whole context and the whole block: one "tree" of B nodes, each
+  // with every node of the block in its mask.
+  const uint64_t all = B == 64 ? ~uint64_t(0) : (uint64_t(1) << B) - 1;
+  std::vector<TokenSlot>& slots = act->slots;
+  slots.clear();
+  for (int64_t i = 0; i < B; ++i) slots.push_back(TokenSlot{seq, P + i, P + i, P, all});
+  std::vector<int> tokens(size_t(B), cfg_.mask_token_id);
+  tokens[0] = last_token;
+  float* x = act->x.get(B * H);
+  target_.embed(tokens.data(), B, x);
+  for (int i = 0; i < cfg_.num_layers; ++i) layer_forward(pool, cache, i, slots, x, *act);
+  cache.commit(seq, B);
+  cache.truncate(seq, P);  // the block's K/V served this forward only
+  float* normed = act->normed.get((B - 1) * H);
+  kernels::rmsnorm_rows(x + H, B - 1, H, norm_.data(), cfg_.rms_eps, normed);
+  logits->resize(size_t((B - 1) * target_.config().vocab));
+  kernels::matmul(pool, normed, B - 1, target_.lm_head(), logits->data());
+}
+
+// A pre-norm Qwen3 layer over the block rows x [T, H], in place; its K/V join the cache at the
+// slots' rows.
+void DFlashDraft::layer_forward(ThreadPool& pool, KvCache& cache, int index, const std::vector<TokenSlot>& slots,
+                                float* x, Scratch& act) const {
+  const DecoderLayerWeights& l = layers_[size_t(index)];
+  const int64_t T = int64_t(slots.size()), H = cfg_.hidden, I = cfg_.intermediate, hd = cfg_.head_dim;
+  const int64_t qd = cfg_.num_heads * hd, kvd = cfg_.num_kv_heads * hd;
+  float* h = act.h.get(T * H);
+  float* q = act.q.get(T * qd);
+  float* k = act.k.get(T * kvd);
+  float* v = act.v.get(T * kvd);
+  float* attn = act.attn.get(T * qd);
+  float* tmp = act.tmp.get(T * H);
+  kernels::rmsnorm_rows(x, T, H, l.attn_norm.data(), cfg_.rms_eps, h);
+  kernels::matmul(pool, h, T, l.q, q, l.q_bias.empty() ? nullptr : l.q_bias.data());
+  kernels::matmul(pool, h, T, l.k, k, l.k_bias.empty() ? nullptr : l.k_bias.data());
+  kernels::matmul(pool, h, T, l.v, v, l.v_bias.empty() ? nullptr : l.v_bias.data());
+  kernels::rmsnorm_rows(q, T * cfg_.num_heads, hd, l.q_norm.data(), cfg_.rms_eps, q);
+  apply_rope(rope_, slots, attn_, q, nullptr);
+  store_context(cache, index, slots, k, v);
+  paged_attention(pool, cache, index, slots, attn_, q, attn);
+  kernels::matmul(pool, attn, T, l.o, tmp, l.o_bias.empty() ? nullptr : l.o_bias.data());
+  kernels::add(x, tmp, T * H);
+  add_mlp(pool, l, x, T, H, cfg_.rms_eps, {h, act.gate.get(T * I), act.up.get(T * I), tmp});
+}
+
+}  // namespace eaglet

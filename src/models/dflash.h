@@ -1,0 +1,85 @@
+// DFlash block drafts (z-lab's `DFlashDraftModel`, arXiv 2602.06036; served by vLLM's
+// qwen3_dflash.py and llama.cpp's dflash.cpp): a few Qwen3 decoder layers that draft a block of
+// B tokens in one forward. The target's context enters as keys and values: the outputs of the
+// target layers `target_layer_ids`, concatenated, become one vector per token through
+// hidden_norm(fc(.)), which every layer projects with its own k_proj (k_norm, RoPE at the token's
+// position) and v_proj into the draft's paged cache. The block [last token, MASK x (B - 1)],
+// embedded by the target, attends to that context and to the whole block (not causally), and the
+// target's lm_head on block rows 1..B-1 gives the drafts. The draft has no embedding or lm_head
+// of its own.
+#pragma once
+#include <memory>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "io/json_config.h"
+#include "models/attention.h"
+#include "models/layer_weights.h"
+#include "models/model.h"
+#include "models/scratch.h"
+#include "models/weights.h"
+
+namespace eaglet {
+
+struct DFlashConfig {
+  int hidden = 0, target_hidden = 0, intermediate = 0;
+  int num_heads = 0, num_kv_heads = 0, head_dim = 0, num_layers = 0;
+  int block_size = 16;     // B: one forward drafts B - 1 tokens
+  int mask_token_id = -1;  // the target-vocabulary id the block's positions 1..B-1 hold
+  float rms_eps = 1e-6f;
+  bool attention_bias = false;
+  // The target layers whose outputs are read, as the checkpoint numbers them (0-based, the output
+  // of layer id = Hugging Face hidden_states[id + 1]); `taps`: the same in eaglet's numbering (the
+  // residual stream entering layer id + 1), which the target's forward taps.
+  std::vector<int> target_layer_ids, taps;
+};
+
+// Reads a DFlash config.json for a target of `target_layers` layers and hidden `target_hidden`:
+// block_size at the top level or in dflash_config, dflash_config.{mask_token_id,
+// target_layer_ids} (default: z-lab's spread over num_target_layers). What eaglet does not run
+// (sliding-window or causal layers, attention sinks, scaled embeddings or logits) is an error
+// naming the key.
+DFlashConfig parse_dflash_config(const JsonConfig& cfg, int target_layers, int target_hidden);
+
+class DFlashDraft {
+ public:
+  // `dir`: a Hugging Face directory (config.json with `DFlashDraftModel`, model.safetensors). A
+  // tensor the draft does not read is an error naming it.
+  static std::unique_ptr<DFlashDraft> load(const std::string& dir, const Model& target);
+
+  const DFlashConfig& config() const { return cfg_; }
+  KvCacheShape kv_shape(int64_t num_blocks, int block_size = 16) const;
+
+  // Appends `n` context tokens to `seq`: `features` [n, taps * target_hidden] are the target's
+  // taps of the tokens at positions cache.length(seq) onwards.
+  void add_context(ThreadPool& pool, KvCache& cache, SeqId seq, const float* features, int64_t n) const;
+  // Drafts the block after the context of `seq` (P = cache.length(seq) tokens): `last_token` at
+  // position P, MASK at P+1..P+B-1. `logits` [B - 1, vocab]: row k - 1 scores position P + k. The
+  // block's keys and values are dropped again.
+  void draft_block(ThreadPool& pool, KvCache& cache, SeqId seq, int last_token, std::vector<float>* logits) const;
+
+ private:
+  DFlashDraft(DFlashConfig cfg, Rope rope, WeightStore weights, const Model& target);
+  struct Scratch {
+    ScratchBuffer x, h, q, k, v, attn, tmp, gate, up, ctx, fused, normed;
+    std::vector<TokenSlot> slots;
+  };
+  void layer_forward(ThreadPool& pool, KvCache& cache, int index, const std::vector<TokenSlot>& slots, float* x,
+                     Scratch& act) const;
+  // Per-head RMSNorm of k [T, nkv * hd], RoPE at `slots`, stored with v in the cache.
+  void store_context(KvCache& cache, int index, const std::vector<TokenSlot>& slots, float* k, const float* v) const;
+
+  DFlashConfig cfg_;
+  Rope rope_;
+  WeightStore weights_;
+  const Model& target_;
+  AttentionShape attn_;
+  kernels::WeightView fc_;
+  std::vector<float> hidden_norm_, norm_;
+  std::vector<DecoderLayerWeights> layers_;
+  std::set<std::string> used_;
+  mutable ScratchPool<Scratch> scratch_;
+};
+
+}  // namespace eaglet

@@ -1,0 +1,182 @@
+// DFlash block drafts (models/dflash.h): the config as published drafts write it, the forward
+// against an independent numpy reference (tests/reference/dflash_ref.py), and what is refused.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+
+#include "core/error.h"
+#include "io/mapped_file.h"
+#include "io/safetensors.h"
+#include "models/dflash.h"
+#include "models/model.h"
+#include "speculation/spec_setup.h"
+#include "support/greedy_check.h"
+#include "support/test_util.h"
+#include "tokenizer/tokenizer.h"
+
+namespace eaglet {
+namespace {
+
+// A 2-layer DFlash draft of block 8 over write_tiny_model's target (hidden 48, 3 layers,
+// vocabulary 97), tapping target layers 0 and 2, seeded random weights.
+nlohmann::json draft_config() {
+  return {{"architectures", {"DFlashDraftModel"}}, {"model_type", "qwen3"}, {"hidden_size", 48},
+          {"intermediate_size", 64}, {"num_attention_heads", 4}, {"num_key_value_heads", 2}, {"head_dim", 16},
+          {"num_hidden_layers", 2}, {"rms_norm_eps", 1e-6}, {"rope_theta", 10000.0}, {"block_size", 8},
+          {"num_target_layers", 3}, {"layer_types", {"full_attention", "full_attention"}},
+          {"dflash_config", {{"mask_token_id", 96}, {"target_layer_ids", {0, 2}}}}};
+}
+
+void write_draft(const std::string& dir, const nlohmann::json& cfg, std::vector<std::string> extra_tensors = {}) {
+  std::filesystem::create_directories(dir);
+  test::write_text(dir + "/config.json", cfg.dump());
+  std::vector<TensorToWrite> ts;
+  uint64_t seed = 11;
+  auto put = [&](const std::string& name, std::vector<int64_t> shape, float stddev, float mean = 0) {
+    int64_t n = 1;
+    for (int64_t d : shape) n *= d;
+    auto v = test::random_normal(size_t(n), stddev, seed++);
+    for (float& x : v) x += mean;
+    ts.push_back({name, DType::F32, shape, test::float_bytes(v, DType::F32)});
+  };
+  put("fc.weight", {48, 96}, 0.15f);
+  put("hidden_norm.weight", {48}, 0.1f, 1.0f);
+  put("norm.weight", {48}, 0.1f, 1.0f);
+  for (int i = 0; i < 2; ++i) {
+    const std::string p = "layers." + std::to_string(i) + ".";
+    put(p + "input_layernorm.weight", {48}, 0.1f, 1.0f);
+    put(p + "post_attention_layernorm.weight", {48}, 0.1f, 1.0f);
+    put(p + "self_attn.q_proj.weight", {64, 48}, 0.15f);
+    put(p + "self_attn.k_proj.weight", {32, 48}, 0.15f);
+    put(p + "self_attn.v_proj.weight", {32, 48}, 0.15f);
+    put(p + "self_attn.o_proj.weight", {48, 64}, 0.15f);
+    put(p + "self_attn.q_norm.weight", {16}, 0.1f, 1.0f);
+    put(p + "self_attn.k_norm.weight", {16}, 0.1f, 1.0f);
+    put(p + "mlp.gate_proj.weight", {64, 48}, 0.15f);
+    put(p + "mlp.up_proj.weight", {64, 48}, 0.15f);
+    put(p + "mlp.down_proj.weight", {48, 64}, 0.15f);
+  }
+  for (const std::string& name : extra_tensors) put(name, {4}, 1.0f);
+  write_safetensors(dir + "/model.safetensors", ts);
+}
+
+struct Rig {
+  test::TempDir dir;
+  std::unique_ptr<Model> target;
+  Rig() {
+    test::write_tiny_model(dir.file("target"), {});
+    target = load_model(dir.file("target"));
+  }
+  std::string draft(const nlohmann::json& cfg = draft_config(), std::vector<std::string> extra = {}) {
+    const std::string d = dir.file("draft" + std::to_string(drafts++));
+    write_draft(d, cfg, std::move(extra));
+    return d;
+  }
+  int drafts = 0;
+};
+
+TEST(DFlash, ConfigReadsPublishedLayouts) {
+  DFlashConfig c = parse_dflash_config(JsonConfig(draft_config(), "draft/config.json"), 3, 48);
+  EXPECT_EQ(c.block_size, 8);
+  EXPECT_EQ(c.mask_token_id, 96);
+  EXPECT_EQ(c.target_layer_ids, (std::vector<int>{0, 2}));
+  EXPECT_EQ(c.taps, (std::vector<int>{1, 3}));  // the output of layer i is the stream entering layer i + 1
+  // Newer drafts keep block_size in dflash_config; without target_layer_ids, z-lab's spread.
+  nlohmann::json j = draft_config();
+  j.erase("block_size");
+  j["dflash_config"]["block_size"] = 16;
+  j["dflash_config"].erase("target_layer_ids");
+  j["num_target_layers"] = 36;
+  j["num_hidden_layers"] = 5;
+  c = parse_dflash_config(JsonConfig(j, "draft/config.json"), 36, 48);
+  EXPECT_EQ(c.block_size, 16);
+  EXPECT_EQ(c.target_layer_ids, (std::vector<int>{1, 9, 17, 25, 33}));  // Qwen3-4B-DFlash-b16's
+}
+
+TEST(DFlash, BlockMatchesTheNumpyReference) {
+  if (!test::python_numpy_available()) GTEST_SKIP() << "needs /usr/bin/python3 with numpy (apt: python3-numpy)";
+  Rig r;
+  const std::string d = r.draft();
+  auto draft = DFlashDraft::load(d, *r.target);
+  const int n = 9, last = 42, width = 2 * 48;
+  const auto feats = test::random_normal(size_t(n * width), 1.0f, 5);
+  KvCache cache(draft->kv_shape(8));
+  const SeqId seq = cache.create();
+  draft->add_context(test::pool(), cache, seq, feats.data(), 5);  // in two chunks: the cache appends
+  draft->add_context(test::pool(), cache, seq, feats.data() + 5 * width, n - 5);
+  std::vector<float> got, again;
+  draft->draft_block(test::pool(), cache, seq, last, &got);
+  EXPECT_EQ(cache.length(seq), n);  // the block's rows are gone again
+  draft->draft_block(test::pool(), cache, seq, last, &again);
+  EXPECT_EQ(got, again);
+
+  const std::string in = r.dir.file("in.bin"), out = r.dir.file("out.bin");
+  {
+    std::ofstream f(in, std::ios::binary);
+    const int32_t head[2] = {n, last};
+    f.write(reinterpret_cast<const char*>(head), sizeof(head));
+    f.write(reinterpret_cast<const char*>(feats.data()), std::streamsize(feats.size() * sizeof(float)));
+  }
+  const auto res = test::run_command("/usr/bin/python3 " + test::source_dir() + "/tests/reference/dflash_ref.py " + d +
+                                     " " + r.dir.file("target") + " " + in + " " + out + " 2>&1");
+  ASSERT_EQ(res.exit_code, 0) << res.output;
+  const std::string bytes = read_text_file(out);
+  std::vector<float> want(bytes.size() / sizeof(float));
+  std::memcpy(want.data(), bytes.data(), bytes.size());
+  ASSERT_EQ(got.size(), want.size());
+  ASSERT_EQ(want.size(), size_t(7 * 97));
+  double mx = 0;
+  for (float v : want) mx = std::max(mx, std::fabs(double(v)));
+  for (size_t i = 0; i < got.size(); ++i) ASSERT_NEAR(got[i], want[i], 1e-4 * mx) << i;
+}
+
+TEST(DFlash, WhatItDoesNotRunIsRefusedByName) {
+  Rig r;
+  auto refused = [&](nlohmann::json cfg, std::initializer_list<std::string> parts, std::vector<std::string> extra = {}) {
+    const std::string d = r.draft(cfg, std::move(extra));
+    test::expect_mentions(test::error_of([&] { DFlashDraft::load(d, *r.target); }), parts);
+  };
+  nlohmann::json j = draft_config();
+  j["layer_types"] = {"sliding_attention", "full_attention"};
+  refused(j, {"layer_types", "sliding_attention"});
+  j = draft_config();
+  j["dflash_config"]["causal"] = true;
+  refused(j, {"dflash_config.causal"});
+  j = draft_config();
+  j["dflash_config"].erase("mask_token_id");
+  refused(j, {"mask_token_id"});
+  j = draft_config();
+  j["dflash_config"]["mask_token_id"] = 500;
+  refused(j, {"mask_token_id 500", "97"});
+  j = draft_config();
+  j["dflash_config"]["target_layer_ids"] = {0, 3};
+  refused(j, {"target layer 3"});
+  j = draft_config();
+  j["final_logit_softcapping"] = 30.0;
+  refused(j, {"final_logit_softcapping"});
+  refused(draft_config(), {"lm_head.weight", "not used"}, {"lm_head.weight"});
+}
+
+// Served through the engine (--spec-method dflash): greedy output is the target's token for token
+// with every chain length, including more than a block holds (cut to B - 1 = 7).
+TEST(DFlash, GreedyOutputIsTheTargets) {
+  Rig r;
+  const std::string d = r.draft();
+  Tokenizer tok = Tokenizer::bytes();
+  std::vector<std::vector<int>> prompts;
+  for (int i = 0; i < 24; ++i) prompts.push_back({1, 3 + i % 50, 7 + (i * 13) % 50, 4 + i % 7});
+  SpecOptions o;
+  o.method = "dflash";
+  o.draft_dir = d;
+  EXPECT_GT(test::expect_greedy_equal(*r.target, tok, {}, prompts, o, 32, {"k=1", "k=3", "k=7", "k=12"}), 0);
+  SpecOptions vllm;
+  apply_speculative_config(vllm, R"({"method": "dflash", "model": ")" + d + R"(", "num_speculative_tokens": 7})");
+  EXPECT_EQ(SpecSetup(vllm, *r.target).describe(), "DFlash draft " + d + " (block 8, chain k=7)");
+}
+
+}  // namespace
+}  // namespace eaglet
