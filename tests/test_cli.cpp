@@ -221,6 +221,18 @@ TEST(CliSpeculative, VllmSpeculativeConfigAndLlamaServerNames) {
   r = test::run_command(gen + "--spec-method ngram --draft-max 3 2>/dev/null");
   ASSERT_EQ(r.exit_code, 0) << r.output;
   EXPECT_EQ(nlohmann::json::parse(r.output)["stats"]["spec_decode"]["num_speculative_tokens"], 3);
+  // llama-server's --spec-type and --spec-draft-n-max.
+  r = test::run_command(gen + "--spec-type ngram-simple --spec-draft-n-max 2 2>/dev/null");
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  sd = nlohmann::json::parse(r.output)["stats"]["spec_decode"];
+  EXPECT_EQ(sd["method"], "ngram");
+  EXPECT_EQ(sd["num_speculative_tokens"], 2);
+  r = test::run_command(test::eaglet_binary() + " generate --spec-type draft-mtp 2>&1");
+  EXPECT_NE(r.exit_code, 0);
+  EXPECT_NE(r.output.find("'draft-mtp' is not one eaglet runs"), std::string::npos) << r.output;
+  r = test::run_command(test::eaglet_binary() + " generate --spec-type draft-dflash --spec-draft-model /nonexistent 2>&1");
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_NE(r.output.find("/nonexistent"), std::string::npos) << r.output;
   r = test::run_command(test::eaglet_binary() + " generate --model-draft /nonexistent 2>&1");
   EXPECT_EQ(r.exit_code, 1);
   EXPECT_NE(r.output.find("/nonexistent"), std::string::npos) << r.output;

@@ -6,14 +6,17 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <nlohmann/json.hpp>
 
 #include "core/error.h"
 #include "io/mapped_file.h"
+#include "kernels/ops.h"
 #include "io/safetensors.h"
 #include "models/dflash.h"
 #include "models/model.h"
 #include "speculation/spec_setup.h"
+#include "support/gguf_writer.h"
 #include "support/greedy_check.h"
 #include "support/test_util.h"
 #include "tokenizer/tokenizer.h"
@@ -159,6 +162,77 @@ TEST(DFlash, WhatItDoesNotRunIsRefusedByName) {
   j["final_logit_softcapping"] = 30.0;
   refused(j, {"final_logit_softcapping"});
   refused(draft_config(), {"lm_head.weight", "not used"}, {"lm_head.weight"});
+}
+
+
+// The draft as llama.cpp's converter (conversion/qwen.py DFlashModel) writes it, from the format's
+// definition: Qwen3 `dflash.*` metadata, the tapped layers as layer inputs (ids + 1), the mask as
+// tokenizer.ggml.mask_token_id, hidden_norm as enc.output_norm, layers as blk.N (no q/k permutation:
+// NEOX RoPE), shapes innermost first.
+void write_dflash_gguf(const std::string& hf_dir, const std::string& path, nlohmann::json meta_overrides = nlohmann::json::object(),
+                       std::vector<std::string> extra_tensors = {}) {
+  const std::map<std::string, std::string> layer = {
+      {"input_layernorm", "attn_norm"},        {"post_attention_layernorm", "ffn_norm"},
+      {"self_attn.q_proj", "attn_q"},          {"self_attn.k_proj", "attn_k"},
+      {"self_attn.v_proj", "attn_v"},          {"self_attn.o_proj", "attn_output"},
+      {"self_attn.q_norm", "attn_q_norm"},     {"self_attn.k_norm", "attn_k_norm"},
+      {"mlp.gate_proj", "ffn_gate"},           {"mlp.up_proj", "ffn_up"},
+      {"mlp.down_proj", "ffn_down"}};
+  const Checkpoint ck = Checkpoint::open_dir(hf_dir);
+  std::vector<test::GgufTensorToWrite> ts;
+  for (const std::string& name : ck.names()) {
+    std::string g = name == "hidden_norm.weight" ? "enc.output_norm.weight" : name == "norm.weight" ? "output_norm.weight" : name;
+    if (name.rfind("layers.", 0) == 0) {
+      const size_t dot = name.find('.', 7);
+      const std::string rest = name.substr(dot + 1, name.size() - dot - 1 - 7);  // without ".weight"
+      g = "blk." + name.substr(7, dot - 7) + "." + layer.at(rest) + ".weight";
+    }
+    const TensorInfo& t = ck.get(name);
+    std::vector<int64_t> dims(t.shape.rbegin(), t.shape.rend());
+    ts.push_back({g, kernels::GgmlType::F32, dims, std::string(reinterpret_cast<const char*>(t.data), size_t(t.numel()) * 4)});
+  }
+  for (const std::string& name : extra_tensors) ts.push_back({name, kernels::GgmlType::F32, {4}, std::string(16, '\0')});
+  nlohmann::json meta = {{"general.architecture", "dflash"}, {"dflash.embedding_length", 48},
+                         {"dflash.feed_forward_length", 64}, {"dflash.block_count", 2},
+                         {"dflash.attention.head_count", 4}, {"dflash.attention.head_count_kv", 2},
+                         {"dflash.attention.key_length", 16}, {"dflash.attention.value_length", 16},
+                         {"dflash.attention.layer_norm_rms_epsilon", 1e-6}, {"dflash.rope.freq_base", 10000.0},
+                         {"dflash.context_length", 512}, {"dflash.block_size", 8}, {"dflash.target_layers", {1, 3}},
+                         {"tokenizer.ggml.mask_token_id", 96}};
+  meta.update(meta_overrides);
+  test::write_gguf(path, meta, ts);
+}
+
+// The same draft from its GGUF gives the same block, bit for bit; what the GGUF path cannot run is
+// refused naming the file and the key or tensor.
+TEST(DFlash, LlamaCppGgufLoadsBitwiseAsTheCheckpoint) {
+  Rig r;
+  const std::string d = r.draft(), g = r.dir.file("draft.gguf");
+  write_dflash_gguf(d, g);
+  auto hf = DFlashDraft::load(d, *r.target);
+  auto gguf = DFlashDraft::load(g, *r.target);
+  EXPECT_EQ(gguf->config().target_layer_ids, hf->config().target_layer_ids);
+  EXPECT_EQ(gguf->config().mask_token_id, 96);
+  EXPECT_EQ(gguf->config().block_size, 8);
+  const int n = 7, width = 2 * 48;
+  const auto feats = test::random_normal(size_t(n * width), 1.0f, 8);
+  std::vector<std::vector<float>> out;
+  for (const DFlashDraft* dr : {hf.get(), gguf.get()}) {
+    KvCache cache(dr->kv_shape(8));
+    const SeqId seq = cache.create();
+    dr->add_context(test::pool(), cache, seq, feats.data(), n);
+    out.emplace_back();
+    dr->draft_block(test::pool(), cache, seq, 17, &out.back());
+  }
+  EXPECT_EQ(out[0], out[1]);
+  auto refused = [&](nlohmann::json meta, std::vector<std::string> extra, std::initializer_list<std::string> parts) {
+    const std::string bad = r.dir.file("bad" + std::to_string(r.drafts++) + ".gguf");
+    write_dflash_gguf(d, bad, std::move(meta), std::move(extra));
+    test::expect_mentions(test::error_of([&] { DFlashDraft::load(bad, *r.target); }), parts);
+  };
+  refused({{"dflash.target_layers", {0, 2}}}, {}, {"dflash.target_layers", "from 1"});
+  refused({{"general.architecture", "eagle3"}}, {}, {"'eagle3'", "dflash"});
+  refused(nlohmann::json::object(), {"token_embd.weight"}, {"token_embd.weight", "not used"});
 }
 
 // Served through the engine (--spec-method dflash): greedy output is the target's token for token

@@ -85,6 +85,17 @@ TEST(DataParallel, TwoRanksTrainTheWeightsOfOneRank) {
   EXPECT_LE(max_abs_diff(f.dir.file("one") + "/export", f.dir.file("two0") + "/export"), 1e-4);
 }
 
+// A DFlash draft too: each sample's anchors depend on its place in the run, not on which rank
+// holds it, and the loss denominator is the global batch's.
+TEST(DataParallel, TwoRanksTrainTheDFlashDraftOfOneRank) {
+  TrainFixture f;
+  const auto recipe = dflash_recipe({"training.steps=16", "training.dist_timeout_s=20"});
+  run_training(f.config(f.dir.file("one"), recipe));
+  auto r = test::run_command(f.command(f.dir.file("two"), recipe) + " --nproc-per-node 2 2>&1");
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_LE(max_abs_diff(f.dir.file("one") + "/export", f.dir.file("two") + "/export"), 1e-4);
+}
+
 // Two ranks under torchrun's environment; `victim` is killed with -9 once a checkpoint exists.
 // Returns the survivor's log and exit status line, and how long the survivor took to stop.
 struct KillRun {

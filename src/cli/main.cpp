@@ -50,14 +50,27 @@ std::string template_source(const std::string& v) {
   return read_text_file(v);
 }
 
+// llama-server's --spec-type values as eaglet's methods; its other drafters are refused by name.
+std::string spec_method_of_llama_type(const std::string& v) {
+  static const std::map<std::string, std::string> methods = {
+      {"none", "none"}, {"draft-eagle3", "eagle3"}, {"draft-dflash", "dflash"}, {"ngram-simple", "ngram"}};
+  const auto it = methods.find(v);
+  if (it == methods.end())
+    throw CLI::ValidationError("--spec-type", "'" + v + "' is not one eaglet runs (none, draft-eagle3, draft-dflash, ngram-simple)");
+  return it->second;
+}
+
 void add_spec_options(CLI::App* cmd, SpecOptions* o) {
-  cmd->add_option("--draft,--model-draft", o->draft_dir, "EAGLE-3 draft: a Hugging Face directory (LlamaForCausalLMEagle3 / Eagle3Speculator) or llama.cpp's eagle3 .gguf (--model-draft: llama-server's name)");
+  cmd->add_option("--draft,--model-draft,--spec-draft-model", o->draft_dir, "the draft: an EAGLE-3 Hugging Face directory (LlamaForCausalLMEagle3 / Eagle3Speculator) or llama.cpp's eagle3 .gguf, or a DFlash directory (DFlashDraftModel) with --spec-method dflash (--model-draft: llama-server's name)");
   cmd->add_option_function<std::string>(
       "--speculative-config", [o](const std::string& v) { apply_speculative_config(*o, v); },
       "vLLM's JSON, e.g. '{\"method\":\"eagle3\",\"model\":\"DRAFT\",\"num_speculative_tokens\":3}' (also ngram with "
       "prompt_lookup_max/min; applied after the other options)");
-  cmd->add_option("--spec-method", o->method, "eagle3 | ngram | none (default: eagle3 with --draft, else none)");
-  cmd->add_option("-k,--num-speculative-tokens,--draft-max", o->num_speculative_tokens,
+  cmd->add_option("--spec-method", o->method, "eagle3 | dflash | ngram | none (default: eagle3 with --draft, else none)");
+  cmd->add_option_function<std::string>(
+      "--spec-type", [o](const std::string& v) { o->method = spec_method_of_llama_type(v); },
+      "llama-server's name for --spec-method: none | draft-eagle3 | draft-dflash | ngram-simple");
+  cmd->add_option("-k,--num-speculative-tokens,--draft-max,--spec-draft-n-max", o->num_speculative_tokens,
                   "draft a chain of k tokens per step (0 = off; default: --draft-shape auto; --draft-max: llama-server's name)")
       ->check(CLI::Range(0, 16));
   cmd->add_option("--draft-shape", o->draft_shape,

@@ -78,8 +78,9 @@ void add_train(CLI::App& app) {
         {"metrics", cfg.output_dir + "/metrics.jsonl"},
         {"samples", {{"produced", s.stream.produced}, {"consumed", s.stream.consumed}, {"reassigned", s.stream.reassigned}}}};
     print_summary(o->json, j,
-                  fmt::format("steps {} | wall {:.1f}s | trainer busy {:.0f}% | eval simulated acceptance length (k=3) {:.2f} | export {}",
-                              s.steps_done, s.wall_seconds, 100 * s.trainer_busy_fraction, s.eval_simulated_acceptance,
+                  fmt::format("steps {} | wall {:.1f}s | trainer busy {:.0f}% | eval {} {:.2f} | export {}",
+                              s.steps_done, s.wall_seconds, 100 * s.trainer_busy_fraction, s.acceptance_label,
+                              s.eval_simulated_acceptance,
                               s.export_dir.empty() ? "(not finished)" : s.export_dir));
   });
 }

@@ -87,35 +87,69 @@ DFlashConfig parse_dflash_config(const JsonConfig& top, int target_layers, int t
   return c;
 }
 
-std::unique_ptr<DFlashDraft> DFlashDraft::load(const std::string& dir, const Model& target) {
-  const JsonConfig cfg = JsonConfig::load(dir + "/config.json");
+nlohmann::json dflash_config_json(const DFlashConfig& c, const Rope& rope, int max_position, int target_layers,
+                                  int vocab) {
+  return {{"architectures", {"DFlashDraftModel"}},
+          {"model_type", "qwen3"},
+          {"hidden_size", c.hidden},
+          {"target_hidden_size", c.target_hidden},
+          {"intermediate_size", c.intermediate},
+          {"num_attention_heads", c.num_heads},
+          {"num_key_value_heads", c.num_kv_heads},
+          {"head_dim", c.head_dim},
+          {"num_hidden_layers", c.num_layers},
+          {"num_target_layers", target_layers},
+          {"hidden_act", "silu"},
+          {"vocab_size", vocab},
+          {"max_position_embeddings", max_position},
+          {"rms_norm_eps", c.rms_eps},
+          {"rope_theta", rope.theta},
+          {"rope_scaling", rope.scaling_config},
+          {"attention_bias", c.attention_bias},
+          {"tie_word_embeddings", false},
+          {"layer_types", std::vector<std::string>(size_t(c.num_layers), "full_attention")},
+          {"block_size", c.block_size},
+          {"dflash_config", {{"block_size", c.block_size}, {"mask_token_id", c.mask_token_id},
+                             {"target_layer_ids", c.target_layer_ids}}}};
+}
+
+std::unique_ptr<DFlashDraft> DFlashDraft::load(const std::string& path, const Model& target) {
+  if (path.size() > 5 && path.ends_with(".gguf")) return load_gguf(path, target);
+  const JsonConfig cfg = JsonConfig::load(path + "/config.json");
   DFlashConfig c = parse_dflash_config(cfg, target.config().num_layers, target.config().hidden);
   EAGLET_CHECK(c.mask_token_id < target.config().vocab, "{}: mask_token_id {} is outside the target's vocabulary of {}",
                cfg.where(), c.mask_token_id, target.config().vocab);
-  auto ckpt = std::make_shared<Checkpoint>(Checkpoint::open_dir(dir));
-  std::unique_ptr<DFlashDraft> d(new DFlashDraft(c, Rope::from_config(cfg, c.head_dim), WeightStore(ckpt), target));
+  auto ckpt = std::make_shared<Checkpoint>(Checkpoint::open_dir(path));
+  std::unique_ptr<DFlashDraft> d(new DFlashDraft(c, Rope::from_config(cfg, c.head_dim), target));
+  d->weights_ = WeightStore(ckpt);
+  std::set<std::string> used;
+  d->read_weights(
+      {},
+      [&](const std::string& name, int64_t rows, int64_t cols) {
+        used.insert(name);
+        return d->weights_.matrix(name, rows, cols);
+      },
+      [&](const std::string& name, int64_t n) {
+        used.insert(name);
+        return d->weights_.vector(name, n);
+      });
   for (const std::string& n : ckpt->names())
-    if (!d->used_.count(n)) fail("{}: tensor '{}' is not used by a DFlash draft (embed_tokens, lm_head and d2t are the target's)", dir, n);
-  spdlog::info("DFlash draft {}: {} layers, hidden {}, block {}, mask token {}, taps of target layers {}", dir,
+    if (!used.count(n)) fail("{}: tensor '{}' is not used by a DFlash draft (embed_tokens, lm_head and d2t are the target's)", path, n);
+  spdlog::info("DFlash draft {}: {} layers, hidden {}, block {}, mask token {}, taps of target layers {}", path,
                c.num_layers, c.hidden, c.block_size, c.mask_token_id, fmt::join(c.target_layer_ids, ","));
   return d;
 }
 
-DFlashDraft::DFlashDraft(DFlashConfig cfg, Rope rope, WeightStore weights, const Model& target)
-    : cfg_(std::move(cfg)), rope_(std::move(rope)), weights_(std::move(weights)), target_(target) {
+DFlashDraft::DFlashDraft(DFlashConfig cfg, Rope rope, const Model& target)
+    : cfg_(std::move(cfg)), rope_(std::move(rope)), target_(target) {
   attn_ = {cfg_.num_heads, cfg_.num_kv_heads, cfg_.head_dim};
-  auto matrix = [&](const std::string& name, int64_t rows, int64_t cols) {
-    used_.insert(name);
-    return weights_.matrix(name, rows, cols);
-  };
-  auto vector = [&](const std::string& name, int64_t n) {
-    used_.insert(name);
-    return weights_.vector(name, n);
-  };
+}
+
+void DFlashDraft::read_weights(const TensorNames& names, const MatrixReader& matrix, const VectorReader& vector) {
   const int64_t H = cfg_.hidden;
-  fc_ = matrix("fc.weight", H, int64_t(cfg_.taps.size()) * cfg_.target_hidden);
-  hidden_norm_ = vector("hidden_norm.weight", H);
-  norm_ = vector("norm.weight", H);
+  fc_ = matrix(names.fc, H, int64_t(cfg_.taps.size()) * cfg_.target_hidden);
+  hidden_norm_ = vector(names.hidden_norm, H);
+  norm_ = vector(names.norm, H);
   HfLayerSpec s;
   s.in_width = s.hidden = H;
   s.intermediate = cfg_.intermediate;
@@ -125,7 +159,7 @@ DFlashDraft::DFlashDraft(DFlashConfig cfg, Rope rope, WeightStore weights, const
   s.qkv_bias = cfg_.attention_bias;  // Qwen3: q/k/v biases only, no o_proj bias
   s.qk_norm = true;
   for (int i = 0; i < cfg_.num_layers; ++i)
-    layers_.push_back(read_layer(fmt::format("layers.{}.", i), s, Naming::HuggingFace, matrix, vector));
+    layers_.push_back(read_layer(fmt::format("{}{}.", names.layers, i), s, names.naming, matrix, vector));
 }
 
 KvCacheShape DFlashDraft::kv_shape(int64_t num_blocks, int block_size) const {

@@ -9,6 +9,7 @@
 // of its own.
 #pragma once
 #include <memory>
+#include <nlohmann/json.hpp>
 #include <set>
 #include <string>
 #include <vector>
@@ -16,6 +17,7 @@
 #include "io/json_config.h"
 #include "models/attention.h"
 #include "models/layer_weights.h"
+#include "models/rope.h"
 #include "models/model.h"
 #include "models/scratch.h"
 #include "models/weights.h"
@@ -41,12 +43,22 @@ struct DFlashConfig {
 // (sliding-window or causal layers, attention sinks, scaled embeddings or logits) is an error
 // naming the key.
 DFlashConfig parse_dflash_config(const JsonConfig& cfg, int target_layers, int target_hidden);
+// The config.json of `c` in z-lab's published layout (what parse_dflash_config, vLLM, SGLang and
+// llama.cpp's converter read): Qwen3 layer fields, block_size at the top level and in
+// dflash_config, mask_token_id and target_layer_ids there, num_target_layers.
+nlohmann::json dflash_config_json(const DFlashConfig& c, const Rope& rope, int max_position, int target_layers,
+                                  int vocab);
 
 class DFlashDraft {
  public:
-  // `dir`: a Hugging Face directory (config.json with `DFlashDraftModel`, model.safetensors). A
-  // tensor the draft does not read is an error naming it.
-  static std::unique_ptr<DFlashDraft> load(const std::string& dir, const Model& target);
+  // `path`: a Hugging Face directory (config.json with `DFlashDraftModel`, model.safetensors), or
+  // a `.gguf` file of llama.cpp's architecture `dflash` (load_gguf). A tensor the draft does not
+  // read is an error naming it.
+  static std::unique_ptr<DFlashDraft> load(const std::string& path, const Model& target);
+  // llama.cpp's converter's file (models/dflash_gguf.cpp): Qwen3 `dflash.*` metadata,
+  // `dflash.target_layers` as layer inputs (the checkpoint's ids + 1), the mask token as
+  // `tokenizer.ggml.mask_token_id`, hidden_norm as `enc.output_norm`, layers as `blk.N.*`.
+  static std::unique_ptr<DFlashDraft> load_gguf(const std::string& path, const Model& target);
 
   const DFlashConfig& config() const { return cfg_; }
   KvCacheShape kv_shape(int64_t num_blocks, int block_size = 16) const;
@@ -60,7 +72,13 @@ class DFlashDraft {
   void draft_block(ThreadPool& pool, KvCache& cache, SeqId seq, int last_token, std::vector<float>* logits) const;
 
  private:
-  DFlashDraft(DFlashConfig cfg, Rope rope, WeightStore weights, const Model& target);
+  // Where the weights come from: the top-level tensors' names and the layers' prefix and naming.
+  struct TensorNames {
+    std::string fc = "fc.weight", hidden_norm = "hidden_norm.weight", norm = "norm.weight", layers = "layers.";
+    Naming naming = Naming::HuggingFace;
+  };
+  DFlashDraft(DFlashConfig cfg, Rope rope, const Model& target);
+  void read_weights(const TensorNames& names, const MatrixReader& matrix, const VectorReader& vector);
   struct Scratch {
     ScratchBuffer x, h, q, k, v, attn, tmp, gate, up, ctx, fused, normed;
     std::vector<TokenSlot> slots;
@@ -78,7 +96,6 @@ class DFlashDraft {
   kernels::WeightView fc_;
   std::vector<float> hidden_norm_, norm_;
   std::vector<DecoderLayerWeights> layers_;
-  std::set<std::string> used_;
   mutable ScratchPool<Scratch> scratch_;
 };
 

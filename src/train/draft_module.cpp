@@ -38,13 +38,17 @@ DraftModuleImpl::DraftModuleImpl(const DraftModuleOptions& options) : opts(optio
   inv_freq = register_buffer("inv_freq", torch::tensor(opts.rope.inv_freq, torch::kFloat32));
 }
 
-namespace {
 torch::Tensor rotate(const torch::Tensor& x, const torch::Tensor& cos, const torch::Tensor& sin) {
   const int64_t half = x.size(-1) / 2;
   auto x1 = x.narrow(-1, 0, half), x2 = x.narrow(-1, half, half);
   return torch::cat({x1 * cos - x2 * sin, x2 * cos + x1 * sin}, -1);
 }
-}  // namespace
+
+std::pair<torch::Tensor, torch::Tensor> rope_angles(const Rope& rope, const torch::Tensor& inv_freq,
+                                                    const torch::Tensor& positions) {
+  auto ang = (positions.to(torch::kFloat32) * rope.position_scale).unsqueeze(-1) * inv_freq;
+  return {ang.cos(), ang.sin()};
+}
 
 torch::Tensor ttt_attention(const torch::Tensor& q, const std::vector<torch::Tensor>& keys,
                             const std::vector<torch::Tensor>& values) {
@@ -71,9 +75,7 @@ std::pair<torch::Tensor, torch::Tensor> DraftModuleImpl::step(const torch::Tenso
   auto q = q_proj(x).view({B, T, nh, hd}).transpose(1, 2);
   auto k = k_proj(x).view({B, T, nkv, hd}).transpose(1, 2);
   auto v = v_proj(x).view({B, T, nkv, hd}).transpose(1, 2);
-  auto pos = torch::arange(pos0, pos0 + T, inv_freq.options()) * opts.rope.position_scale;
-  auto ang = torch::outer(pos, inv_freq);
-  auto cos = ang.cos(), sin = ang.sin();
+  auto [cos, sin] = rope_angles(opts.rope, inv_freq, torch::arange(pos0, pos0 + T, inv_freq.options()));
   q = rotate(q, cos, sin);
   k = rotate(k, cos, sin);
   keys.push_back(k);

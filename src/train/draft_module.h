@@ -37,6 +37,11 @@ struct DraftModuleImpl : torch::nn::Module {
 TORCH_MODULE(DraftModule);
 
 torch::Tensor rms_norm(const torch::Tensor& x, const torch::Tensor& w, double eps);
+// RoPE as models/rope applies it (halves rotated): x [..., hd] with cos / sin [..., hd / 2].
+torch::Tensor rotate(const torch::Tensor& x, const torch::Tensor& cos, const torch::Tensor& sin);
+// cos and sin [..., hd / 2] of `positions` (any shape) at `rope`'s frequencies and position scale.
+std::pair<torch::Tensor, torch::Tensor> rope_angles(const Rope& rope, const torch::Tensor& inv_freq,
+                                                    const torch::Tensor& positions);
 
 // EAGLE-3 cache_hidden attention for one TTT step. q [B, nh, T, hd]; keys/values: per step
 // [B, nkv, T, hd], step 0 first, the current step last. Causal over step 0, diagonal over the rest.
@@ -69,6 +74,9 @@ struct TttResult {
   std::vector<double> step_loss;     // per step
   std::vector<double> step_correct;  // per step: positions where draft argmax == target argmax
   std::vector<double> step_valid;    // per step: positions counted
+  // Drafts whose acceptance was counted directly and the tokens they would have gained (DFlash
+  // blocks); zero where acceptance is simulated from the per-step accuracy (EAGLE-3).
+  double accepted = 0, drafts = 0;
 };
 
 // The training-time-test unroll and loss (forward KL against the target restricted to the draft

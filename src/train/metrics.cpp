@@ -75,7 +75,7 @@ void draw(std::ostringstream& svg, const Panel& p, double x0, double y0, double 
 }
 }  // namespace
 
-void write_curves_svg(const std::string& metrics_path, const std::string& svg_path) {
+void write_curves_svg(const std::string& metrics_path, const std::string& svg_path, const std::string& acceptance_label) {
   std::ifstream in(metrics_path);
   EAGLET_CHECK(in.good(), "{}: cannot read metrics", metrics_path);
   Series loss, train_al, eval_al;
@@ -100,8 +100,8 @@ void write_curves_svg(const std::string& metrics_path, const std::string& svg_pa
   svg << fmt::format("<svg xmlns='http://www.w3.org/2000/svg' width='{}' height='{}' font-family='sans-serif'>\n", W,
                      2 * H);
   svg << "<rect width='100%' height='100%' fill='white'/>\n";
-  draw(svg, {"training loss (weighted TTT loss)", {{"train", &loss}}}, 0, 0, W, H, max_step);
-  draw(svg, {"simulated acceptance length (k = 3, chain)", {{"train batches", &train_al}, {"held-out eval", &eval_al}}},
+  draw(svg, {"training loss (weighted over TTT steps or block slots)", {{"train", &loss}}}, 0, 0, W, H, max_step);
+  draw(svg, {acceptance_label, {{"train batches", &train_al}, {"held-out eval", &eval_al}}},
        0, H, W, H, max_step);
   svg << "</svg>\n";
   std::ofstream out(svg_path);

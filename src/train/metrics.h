@@ -25,6 +25,7 @@ double simulated_acceptance(const std::vector<double>& acc, int depth);
 
 // Draws loss (train) and simulated acceptance length (train and eval) against step from the
 // metrics file into an SVG; steps that a resumed run repeated keep their last value.
-void write_curves_svg(const std::string& metrics_path, const std::string& svg_path);
+void write_curves_svg(const std::string& metrics_path, const std::string& svg_path,
+                      const std::string& acceptance_label = "simulated acceptance length (k = 3, chain)");
 
 }  // namespace eaglet

@@ -72,6 +72,10 @@ std::map<std::string, Field> fields() {
   EAGLET_FIELD("model.draft.type", draft.type);
   EAGLET_FIELD("model.draft.fc_norm", draft.fc_norm);
   EAGLET_FIELD("model.draft.norm_output", draft.norm_output);
+  EAGLET_FIELD("model.draft.num_hidden_layers", draft.num_layers);
+  EAGLET_FIELD("model.draft.block_size", draft.block_size);
+  EAGLET_FIELD("model.draft.mask_token_id", draft.mask_token_id);
+  EAGLET_FIELD("model.draft.target_layer_ids", draft.target_layer_ids);
   f["data.path"] = Field{[](TrainConfig& c, const std::string& v) { c.data_path = parse_paths("data.path", v); },
                          [](const TrainConfig& c) { return show(c.data_path); }};
   f["data.eval_path"] = Field{[](TrainConfig& c, const std::string& v) { c.eval_path = parse_paths("data.eval_path", v); },
@@ -95,6 +99,8 @@ std::map<std::string, Field> fields() {
   EAGLET_FIELD("training.warmup_ratio", warmup_ratio);
   EAGLET_FIELD("training.grad_clip", grad_clip);
   EAGLET_FIELD("training.step_weight", step_weight);
+  EAGLET_FIELD("training.num_anchors", num_anchors);
+  EAGLET_FIELD("training.loss_decay_gamma", loss_decay_gamma);
   EAGLET_FIELD("training.loss_mask_alignment", loss_mask);
   EAGLET_FIELD("training.save_every", save_every);
   EAGLET_FIELD("training.log_every", log_every);
@@ -127,6 +133,10 @@ const std::map<std::string, std::string>& aliases() {
       {"num_epochs", "training.num_epochs"},     {"save_interval", "training.save_every"},
       {"eval_interval", "training.eval_every"},  {"log_interval", "training.log_every"},
       {"total_steps", "training.steps"},         {"max_steps", "training.steps"},
+      // DFlash: SpecForge's and speculators' names.
+      {"max_anchors", "training.num_anchors"},   {"dflash_decay_gamma", "training.loss_decay_gamma"},
+      {"draft_block_size", "model.draft.block_size"}, {"num_draft_layers", "model.draft.num_hidden_layers"},
+      {"draft_num_hidden_layers", "model.draft.num_hidden_layers"},
   };
   return a;
 }
@@ -187,6 +197,26 @@ void apply(TrainConfig& c, const std::map<std::string, Field>& table, const std:
   table.at(resolve(table, key, where)).set(c, value);
 }
 
+// A DFlash config.json as the draft's shape: z-lab's layout (block_size at the top level or in
+// dflash_config, mask_token_id and target_layer_ids in dflash_config).
+void apply_dflash_draft_config(TrainConfig& c, const nlohmann::json& j) {
+  c.draft.type = "dflash";
+  const nlohmann::json d = j.value("dflash_config", nlohmann::json::object());
+  auto integer = [&](const nlohmann::json& o, const char* key, int* dst) {
+    if (!o.contains(key)) return;
+    EAGLET_CHECK(o[key].is_number_integer(), "{}: '{}' must be an integer", c.draft_config, key);
+    *dst = o[key].get<int>();
+  };
+  integer(j, "num_hidden_layers", &c.draft.num_layers);
+  integer(d, "block_size", &c.draft.block_size);
+  integer(j, "block_size", &c.draft.block_size);
+  integer(d, "mask_token_id", &c.draft.mask_token_id);
+  if (d.contains("target_layer_ids") && c.draft.target_layer_ids.empty()) {
+    EAGLET_CHECK(d["target_layer_ids"].is_array(), "{}: dflash_config.target_layer_ids must be a list", c.draft_config);
+    c.draft.target_layer_ids = d["target_layer_ids"].get<std::vector<int>>();
+  }
+}
+
 // SpecForge's draft_model_config: the draft's shape from an HF config.json (keys set explicitly
 // in model.draft win).
 void apply_draft_config(TrainConfig& c) {
@@ -212,6 +242,10 @@ void apply_draft_config(TrainConfig& c) {
       EAGLET_CHECK(j[key].is_boolean(), "{}: '{}' must be true or false", c.draft_config, key);
       *dst = *dst || j[key].get<bool>();
     }
+  if (j.value("architectures", nlohmann::json::array()) == nlohmann::json::array({"DFlashDraftModel"})) {
+    apply_dflash_draft_config(c, j);
+    return;
+  }
   if (j.contains("num_hidden_layers") && j["num_hidden_layers"] != 1)
     fail("{}: num_hidden_layers {} — eaglet trains 1-layer EAGLE-3 drafts", c.draft_config, j["num_hidden_layers"].dump());
 }
@@ -270,8 +304,21 @@ void TrainConfig::validate() const {
   EAGLET_CHECK(zero_stage == 0 || zero_stage == 1, "config: training.zero_stage must be 0 or 1 (got {})", zero_stage);
   EAGLET_CHECK(micro_batch_size >= 0 && eval_every >= 0, "config: training.micro_batch_size and eval_every must be >= 0");
   EAGLET_CHECK(dist_timeout_s >= 1, "config: training.dist_timeout_s must be >= 1");
-  EAGLET_CHECK(draft.type == "eagle3" || draft.type == "eagle3.1",
-               "config: model.draft.type must be eagle3 or eagle3.1 (got '{}')", draft.type);
+  EAGLET_CHECK(draft.type == "eagle3" || draft.type == "eagle3.1" || draft.type == "dflash",
+               "config: model.draft.type must be eagle3, eagle3.1 or dflash (got '{}')", draft.type);
+  if (draft.dflash()) {
+    EAGLET_CHECK(draft.block_size >= 2 && draft.block_size <= 64, "config: model.draft.block_size must be in [2, 64] (got {})",
+                 draft.block_size);
+    EAGLET_CHECK(draft.num_layers >= 1, "config: model.draft.num_hidden_layers must be >= 1");
+    EAGLET_CHECK(num_anchors >= 1, "config: training.num_anchors must be >= 1");
+    EAGLET_CHECK(loss_decay_gamma >= 0, "config: training.loss_decay_gamma must be >= 0 (0: the default)");
+    EAGLET_CHECK(aux_layers.empty(), "config: model.aux_layers are EAGLE-3's taps; a DFlash draft reads "
+                 "model.draft.target_layer_ids");
+    EAGLET_CHECK(!draft.fc_norm && !draft.norm_output && draft.draft_vocab == 0,
+                 "config: fc_norm, norm_output and draft_vocab_size are EAGLE-3 settings, not DFlash's");
+  } else {
+    EAGLET_CHECK(draft.num_layers == 1, "config: model.draft.num_hidden_layers: eaglet trains 1-layer EAGLE-3 drafts");
+  }
   EAGLET_CHECK(loss_mask == "torchspec" || loss_mask == "next-token",
                "config: training.loss_mask_alignment must be torchspec or next-token (got '{}')", loss_mask);
 }

@@ -14,11 +14,20 @@ struct DraftShape {
   int num_heads = 0, num_kv_heads = 0, head_dim = 0;  // 0: the target's
   int draft_vocab = 0;   // 0: the target's vocabulary (no pruning)
   double rope_theta = 0;  // 0: the target's RoPE base, as TorchSpec and SpecForge inherit it
-  // "eagle3", or "eagle3.1" (fc_norm and norm_output both on: the MiniMax-M3 draft's flavour).
+  // "eagle3", "eagle3.1" (fc_norm and norm_output both on: the MiniMax-M3 draft's flavour), or
+  // "dflash" (a block draft: the fields below).
   std::string type = "eagle3";
   bool fc_norm = false;      // RMSNorm on each tap before fc
   bool norm_output = false;  // the state fed back is norm(out)
+  // DFlash: Qwen3 layers, the block (one forward drafts block_size - 1 tokens), the token the
+  // block's positions 1.. hold (-1: the target tokenizer's unk, else 0), and the target layers
+  // read (0-based, as the checkpoint numbers them; empty: z-lab's spread).
+  int num_layers = 1;
+  int block_size = 16;
+  int mask_token_id = -1;
+  std::vector<int> target_layer_ids;
   bool eagle31() const { return type == "eagle3.1"; }
+  bool dflash() const { return type == "dflash"; }
 };
 
 struct TrainConfig {
@@ -54,6 +63,8 @@ struct TrainConfig {
   double warmup_ratio = 0.02;
   double grad_clip = 0.5;
   double step_weight = 0.8;            // loss weight of TTT step i is step_weight^i
+  int num_anchors = 512;               // DFlash: blocks drawn per sequence per step (at most)
+  double loss_decay_gamma = 0;         // DFlash: slot k weighs exp(-(k - 1) / gamma); 0: 7 at block 16, scaled
   // Which loss-mask entry scores TTT index t: "torchspec" (loss_mask[t], TorchSpec and SpecForge)
   // or "next-token" (loss_mask[t + 1], eaglet before). See LossMaskAlignment.
   std::string loss_mask = "torchspec";

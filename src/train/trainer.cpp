@@ -27,6 +27,7 @@
 #include "train/distributed.h"
 #include "train/draft_module.h"
 #include "train/metrics.h"
+#include "train/objective.h"
 #include "train/progress.h"
 #include "train/regen.h"
 #include "train/vocab_mapping.h"
@@ -84,14 +85,13 @@ struct Run {
   const TrainConfig& cfg;
   ModelBundle bundle;
   std::vector<TrainSample> train{}, eval{};
-  std::vector<int> aux{};
+  std::vector<int> aux{};  // the taps the draft reads (eaglet numbering)
   VocabMapping vmap{};
-  DraftModule module{nullptr};
+  std::unique_ptr<DraftObjective> draft{};
   std::vector<torch::Tensor> params{};  // trainable, in module order
   std::vector<int> owner{};           // rank keeping each parameter's optimiser state (ZeRO-1), else 0
   bool sharded = false;               // ZeRO-1 over several ranks; else every rank steps everything
   std::unique_ptr<torch::optim::AdamW> optim{};  // over the parameters this rank owns (may be none)
-  torch::Tensor d2t_index{}, in_draft{};
   int64_t step = 0;
   ThreadPool* train_pool = nullptr;  // the training thread's kernels (target logits)
   std::unique_ptr<ProcessGroup> pg{};  // null with one rank
@@ -131,7 +131,11 @@ void save_checkpoint(Run& r) {
   const std::string dir = r.cfg.checkpoint_dir(), tmp = dir + ".tmp";
   fs::remove_all(tmp);
   fs::create_directories(tmp);
-  torch::save(r.module, tmp + "/model.pt");
+  {
+    torch::serialize::OutputArchive archive;
+    r.draft->module().save(archive);
+    archive.save_to(tmp + "/model.pt");
+  }
   torch::save(adam, tmp + "/adam_state.pt");
   auto gen = at::detail::getDefaultCPUGenerator();
   std::vector<torch::Tensor> rng;
@@ -159,7 +163,11 @@ bool load_checkpoint(Run& r) {
                "{}: checkpoint was trained on other aux layers; use a new output_dir", dir);
   EAGLET_CHECK(state.at("d2t").get<std::vector<int64_t>>() == r.vmap.d2t,
                "{}: checkpoint has another draft vocabulary; use a new output_dir", dir);
-  torch::load(r.module, dir + "/model.pt");
+  {
+    torch::serialize::InputArchive archive;
+    archive.load_from(dir + "/model.pt");
+    r.draft->module().load(archive);
+  }
   if (fs::exists(dir + "/adam_state.pt")) {
     std::vector<torch::Tensor> adam;
     torch::load(adam, dir + "/adam_state.pt");
@@ -194,13 +202,6 @@ bool load_checkpoint(Run& r) {
   return true;
 }
 
-DraftExport make_export(Run& r) {
-  DraftExport d = export_module(r.module, r.bundle.model->config(), r.vmap);
-  d.rope_source = r.cfg.draft.rope_theta > 0 ? "model.draft.rope_theta" : "target";
-  d.loss_mask_alignment = r.cfg.loss_mask;
-  return d;
-}
-
 // Sums `v` over the ranks (identity with one).
 void sum_over_ranks(Run& r, std::vector<double>& v) {
   if (!r.pg || v.empty()) return;
@@ -217,15 +218,26 @@ std::vector<double> per_rank_values(Run& r, double x) {
   return v;
 }
 
-// Per-step accuracy on the held-out samples; each rank scores its share (`eval` holds it).
-std::vector<double> evaluate(Run& r, const std::vector<HiddenSample>& eval) {
-  const int S = r.cfg.ttt_steps;
-  std::vector<double> counts;
-  ttt_accuracy(r.module, r.d2t_index, r.in_draft, *r.train_pool, *r.bundle.model, eval, S, r.cfg.batch_size, alignment_of(r.cfg), &counts);
+struct Eval {
+  std::vector<double> accuracy;  // per TTT step or block slot
+  double acceptance = 0;
+};
+
+// Per-slot accuracy and the acceptance length from counts [correct..., scored..., accepted, drafts]
+// summed over the ranks.
+Eval from_counts(const Run& r, const std::vector<double>& counts) {
+  const size_t S = size_t(r.draft->slots());
+  Eval e;
+  for (size_t i = 0; i < S; ++i) e.accuracy.push_back(counts[S + i] > 0 ? counts[i] / counts[S + i] : 0);
+  e.acceptance = r.draft->acceptance(e.accuracy, counts[2 * S], counts[2 * S + 1]);
+  return e;
+}
+
+// Accuracy on the held-out samples; each rank scores its share (`eval` holds it).
+Eval evaluate(Run& r, const std::vector<HiddenSample>& eval) {
+  std::vector<double> counts = r.draft->eval_counts(*r.train_pool, *r.bundle.model, eval, r.cfg.batch_size);
   sum_over_ranks(r, counts);
-  std::vector<double> acc;
-  for (int i = 0; i < S; ++i) acc.push_back(counts[size_t(S + i)] > 0 ? counts[size_t(i)] / counts[size_t(S + i)] : 0);
-  return acc;
+  return from_counts(r, counts);
 }
 
 std::string fmt_acc(const std::vector<double>& v) {
@@ -390,12 +402,33 @@ void build_optimizer(Run& r) {
     }
 }
 
-// The taps, the vocabulary map, the draft module (embedding and head from the target) and its
-// optimiser.
-void build_draft(Run& r) {
+// The id of the token DFlash blocks are filled with: the recipe's, else the target tokenizer's
+// mask token, else its unk.
+int mask_token(const TrainConfig& cfg, const Tokenizer& tok) {
+  if (cfg.draft.mask_token_id >= 0) return cfg.draft.mask_token_id;
+  for (const char* name : {"<|MASK|>", "<mask>", "<|mask|>", "[MASK]", "<unk>"})
+    if (const int id = tok.token_id(name); id >= 0) return id;
+  fail("config: model.draft.mask_token_id is not set and the target's tokenizer has no mask or unk token");
+}
+
+// The draft's taps and objective: EAGLE-3's three aux layers and vocabulary map, or DFlash's
+// target layers.
+void build_objective(Run& r) {
   const TrainConfig& cfg = r.cfg;
   const Model& target = *r.bundle.model;
   const auto& tc = target.config();
+  if (cfg.draft.dflash()) {
+    TrainConfig with_mask = cfg;
+    with_mask.draft.mask_token_id = mask_token(cfg, r.bundle.tokenizer);
+    const DFlashModuleOptions mo = dflash_module_options(with_mask, tc);
+    r.aux = mo.config.taps;
+    spdlog::info("DFlash draft: {} layer(s), block {}, mask token {}, target layers {} (taps {})", mo.config.num_layers,
+                 mo.config.block_size, mo.config.mask_token_id, fmt::join(mo.config.target_layer_ids, ","),
+                 fmt::join(r.aux, ","));
+    torch::manual_seed(int64_t(cfg.seed));
+    r.draft = make_dflash_objective(cfg, target, mo);
+    return;
+  }
   r.aux = cfg.aux_layers.empty() ? default_aux_layers(tc.num_layers) : cfg.aux_layers;
   std::sort(r.aux.begin(), r.aux.end());
   for (int a : r.aux) EAGLET_CHECK(a >= 0 && a <= tc.num_layers, "config: aux layer {} outside [0, {}]", a, tc.num_layers);
@@ -405,19 +438,14 @@ void build_draft(Run& r) {
   const Eagle3Config& dc = mo.config;
   if (dc.draft_vocab < dc.vocab) r.vmap = build_vocab_mapping(r.train, dc.vocab, dc.draft_vocab);
   else r.vmap.t2d.assign(size_t(dc.vocab), 1);
-  std::vector<int64_t> d2t_ids(size_t(dc.draft_vocab));
-  for (int i = 0; i < dc.draft_vocab; ++i) d2t_ids[size_t(i)] = i + (r.vmap.d2t.empty() ? 0 : r.vmap.d2t[size_t(i)]);
-  r.d2t_index = torch::tensor(d2t_ids, torch::kLong);
-  r.in_draft = torch::tensor(std::vector<uint8_t>(r.vmap.t2d.begin(), r.vmap.t2d.end())).to(torch::kBool);
   torch::manual_seed(int64_t(cfg.seed));
-  r.module = DraftModule(mo);
-  {
-    torch::NoGradGuard ng;
-    r.module->embed.copy_(weight_tensor(target.embed_view()));
-    if (cfg.lm_head != "train") r.module->lm_head->weight.copy_(weight_tensor(target.lm_head()).index_select(0, r.d2t_index));
-  }
-  if (cfg.lm_head == "frozen-target") r.module->lm_head->weight.set_requires_grad(false);
-  for (auto& p : r.module->parameters())
+  r.draft = make_eagle3_objective(cfg, target, mo, r.vmap);
+}
+
+// The draft (embedding and head from the target) and its optimiser.
+void build_draft(Run& r) {
+  build_objective(r);
+  for (auto& p : r.draft->module().parameters())
     if (p.requires_grad()) r.params.push_back(p);
   build_optimizer(r);
 }
@@ -496,10 +524,11 @@ bool train_step(Run& r, Loop& l, TttResult& res) {
   // was asked to stop (so all stop after the same step).
   const bool stop_asked = (l.hooks.stop_after_steps > 0 && r.step + 1 - l.start_step >= l.hooks.stop_after_steps) ||
                           (l.hooks.stop_flag && l.hooks.stop_flag->load());
-  std::vector<double> denoms;  // one rank: ttt_forward counts its own (the same numbers)
+  r.draft->prepare(b, r.step * r.batch + int64_t(r.rank) * l.per_rank);
+  std::vector<double> denoms;  // one rank: the objective counts its own (the same numbers)
   bool stop = stop_asked;
   if (r.pg) {
-    denoms = ttt_valid_counts(b, cfg.ttt_steps, r.in_draft);
+    denoms = r.draft->denominators(b);
     denoms.push_back(stop_asked ? 1 : 0);
     sum_over_ranks(r, denoms);
     stop = denoms.back() > 0;
@@ -508,12 +537,12 @@ bool train_step(Run& r, Loop& l, TttResult& res) {
   if (r.optim)
     for (auto& group : r.optim->param_groups())
       static_cast<torch::optim::AdamWOptions&>(group.options()).lr(lr_at(cfg, r.step));
-  r.module->zero_grad();
+  r.draft->module().zero_grad();
   // bf16 compute: autocast runs the matmuls in BF16 while the weights (and AdamW) stay FP32;
-  // softmax and the loss are computed in FP32 inside ttt_forward either way.
+  // softmax and the loss are computed in FP32 inside the objective either way.
   at::autocast::set_cpu_enabled(cfg.bf16);
   at::autocast::set_autocast_cpu_dtype(at::kBFloat16);
-  res = ttt_forward(r.module, b, cfg.ttt_steps, cfg.step_weight, r.d2t_index, r.in_draft, r.pg ? &denoms : nullptr);
+  res = r.draft->loss(b, r.pg ? &denoms : nullptr);
   at::autocast::set_cpu_enabled(false);
   at::autocast::clear_cache();
   res.loss.backward();
@@ -530,44 +559,44 @@ bool train_step(Run& r, Loop& l, TttResult& res) {
 // Loss, accuracy and throughput summed over the ranks: the progress line and a metrics record.
 void log_step(Run& r, Loop& l, const TttResult& res) {
   const TrainConfig& cfg = r.cfg;
-  const int S = cfg.ttt_steps;
-  std::vector<double> c{res.loss.item<double>(), double(l.tokens)};
-  for (int i = 0; i < S; ++i) c.push_back(res.step_correct[size_t(i)]);
-  for (int i = 0; i < S; ++i) c.push_back(res.step_valid[size_t(i)]);
+  std::vector<double> c = res.step_correct;
+  c.insert(c.end(), res.step_valid.begin(), res.step_valid.end());
+  c.insert(c.end(), {res.accepted, res.drafts, res.loss.item<double>(), double(l.tokens)});
   sum_over_ranks(r, c);
-  std::vector<double> acc;
-  for (int i = 0; i < S; ++i) acc.push_back(c[size_t(2 + S + i)] > 0 ? c[size_t(2 + i)] / c[size_t(2 + S + i)] : 0);
+  const Eval e = from_counts(r, c);
+  const std::vector<double>& acc = e.accuracy;
+  const double loss = c[c.size() - 2], tokens = c.back();
   const auto st = l.source.stats();
   const double el = std::max(1e-9, l.progress.elapsed());
   const double samples_per_second = double(r.step - l.start_step) * double(r.batch) / el;
   l.progress.update(r.step, fmt::format("loss {:.3f} | acc {} | lr {:.2e} | {:.0f} tok/s | {:.1f} samples/s | queue {} | "
-                                        "trainer idle {:.0f}%", c[0], fmt_acc(acc), lr_at(cfg, r.step - 1), c[1] / el,
+                                        "trainer idle {:.0f}%", loss, fmt_acc(acc), lr_at(cfg, r.step - 1), tokens / el,
                                         samples_per_second, st.depth, 100 * st.trainer_wait_seconds / el), 0.0);
-  l.metrics.write({{"kind", "train"}, {"step", r.step}, {"loss", c[0]}, {"accuracy", acc},
-                   {"simulated_acceptance", simulated_acceptance(acc, 3)}, {"lr", lr_at(cfg, r.step - 1)},
-                   {"tokens_per_second", c[1] / el}, {"samples_per_second", samples_per_second},
+  l.metrics.write({{"kind", "train"}, {"step", r.step}, {"loss", loss}, {"accuracy", acc},
+                   {"simulated_acceptance", e.acceptance}, {"lr", lr_at(cfg, r.step - 1)},
+                   {"tokens_per_second", tokens / el}, {"samples_per_second", samples_per_second},
                    {"queue_depth", st.depth}, {"trainer_busy", l.train_seconds / el},
                    {"trainer_idle", st.trainer_wait_seconds / el}, {"workers_busy_seconds", st.worker_busy_seconds},
                    {"workers_blocked_seconds", st.worker_wait_seconds}, {"ranks", r.world}});
 }
 
-void log_eval(MetricsLog& metrics, int64_t step, const std::vector<double>& acc, const char* what) {
-  spdlog::info("eval {}: per-step accuracy {} | simulated acceptance length (k=3) {:.2f}", what, fmt_acc(acc),
-               simulated_acceptance(acc, 3));
-  metrics.write({{"kind", "eval"}, {"step", step}, {"accuracy", acc}, {"simulated_acceptance", simulated_acceptance(acc, 3)}});
+void log_eval(const Run& r, MetricsLog& metrics, const Eval& e, const std::string& what) {
+  spdlog::info("eval {}: per-step accuracy {} | {} {:.2f}", what, fmt_acc(e.accuracy), r.draft->acceptance_label(),
+               e.acceptance);
+  metrics.write({{"kind", "eval"}, {"step", r.step}, {"accuracy", e.accuracy}, {"simulated_acceptance", e.acceptance}});
 }
 
 // Steps until the configured count or a stop; checkpoints on save_every, the last step and a stop.
 void train_loop(Run& r, Loop& l, const std::vector<HiddenSample>& eval_hidden) {
   const TrainConfig& cfg = r.cfg;
-  r.module->train();
+  r.draft->module().train();
   while (r.step < cfg.steps) {
     if (r.pg) r.pg->at_step(r.step);
     TttResult res;
     const bool stop = train_step(r, l, res);
     if (r.step % cfg.log_every == 0 || r.step == cfg.steps) log_step(r, l, res);
     if (cfg.eval_every > 0 && r.step % cfg.eval_every == 0 && r.step < cfg.steps)
-      log_eval(l.metrics, r.step, evaluate(r, eval_hidden), fmt::format("at step {}", r.step).c_str());
+      log_eval(r, l.metrics, evaluate(r, eval_hidden), fmt::format("at step {}", r.step));
     if (r.step % cfg.save_every == 0 || r.step == cfg.steps || stop) save_checkpoint(r);
     if (stop) {
       spdlog::info("stopping at step {} (checkpoint saved; run again to resume)", r.step);
@@ -586,15 +615,17 @@ TrainSummary finish_training(Run& r, Loop& l, const std::vector<HiddenSample>& e
   sum.wall_seconds = std::chrono::duration<double>(clock_type::now() - wall0).count();
   const double loop_seconds = l.progress.elapsed();
   sum.trainer_busy_fraction = loop_seconds > 0 ? l.train_seconds / loop_seconds : 0;
-  sum.eval_accuracy = evaluate(r, eval_hidden);
-  sum.eval_simulated_acceptance = simulated_acceptance(sum.eval_accuracy, 3);
-  log_eval(l.metrics, r.step, sum.eval_accuracy, fmt::format("(held-out {} samples)", r.eval.size()).c_str());
+  const Eval e = evaluate(r, eval_hidden);
+  sum.eval_accuracy = e.accuracy;
+  sum.eval_simulated_acceptance = e.acceptance;
+  sum.acceptance_label = r.draft->acceptance_label();
+  log_eval(r, l.metrics, e, fmt::format("(held-out {} samples)", r.eval.size()));
   // Also the ranks' last meeting: none leaves while the others still need it.
   l.metrics.write({{"kind", "memory"}, {"step", r.step}, {"peak_rss_mb_per_rank", per_rank_values(r, peak_rss_mb())}});
   if (r.main()) {
-    write_curves_svg(l.metrics.path(), cfg.output_dir + "/curves.svg");
+    write_curves_svg(l.metrics.path(), cfg.output_dir + "/curves.svg", r.draft->acceptance_label());
     if (r.step >= cfg.steps) {
-      write_draft_export(cfg.export_dir(), make_export(r), cfg.key_style);
+      r.draft->write_export(cfg.export_dir());
       sum.export_dir = cfg.export_dir();
       spdlog::info("exported draft to {}", sum.export_dir);
     }

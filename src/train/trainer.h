@@ -19,7 +19,9 @@ struct TrainSummary {
   double trainer_busy_fraction = 0;  // time not spent waiting for hidden states
   StreamStats stream;
   std::vector<double> eval_accuracy;     // per TTT step, on the held-out split
-  double eval_simulated_acceptance = 0;  // 1 + sum_k prod_{i<=k} acc_i over k = 1..min(3, ttt)
+  // EAGLE-3: 1 + sum_k prod_{i<=k} acc_i over k = 1..min(3, ttt); DFlash: counted over held-out blocks.
+  double eval_simulated_acceptance = 0;
+  std::string acceptance_label;  // which of the two, for the log
   std::string export_dir;
 };
 

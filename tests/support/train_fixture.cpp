@@ -39,6 +39,14 @@ std::string TrainFixture::command(const std::string& out, std::vector<std::strin
   return cmd;
 }
 
+std::vector<std::string> dflash_recipe(std::vector<std::string> extra) {
+  std::vector<std::string> o = {"model.draft.type=dflash", "model.draft.draft_vocab_size=0",
+                                "model.draft.num_hidden_layers=2", "model.draft.block_size=8",
+                                "model.draft.target_layer_ids=[0,2]", "training.num_anchors=6"};
+  o.insert(o.end(), extra.begin(), extra.end());
+  return o;
+}
+
 void expect_engine_matches_module(const std::string& draft_dir, const Model& target, const Eagle3Draft& draft) {
   const int T = 11, H = draft.config().hidden, Ht = draft.config().target_hidden;
   std::vector<int> tokens;

@@ -25,6 +25,9 @@ struct TrainFixture {
   std::string command(const std::string& out, std::vector<std::string> extra = {}) const;
 };
 
+// The fixture's recipe as a DFlash draft (2 layers, block 8, taps of target layers 0 and 2), then `extra`.
+std::vector<std::string> dflash_recipe(std::vector<std::string> extra = {});
+
 // The engine's draft on `draft_dir` gives the training module's logits and fed-back states (to
 // 1e-4 of their largest value) for one step over a few tokens.
 void expect_engine_matches_module(const std::string& draft_dir, const Model& target, const Eagle3Draft& draft);
