@@ -18,54 +18,14 @@
 #include "speculation/spec_setup.h"
 #include "support/gguf_writer.h"
 #include "support/greedy_check.h"
+#include "support/synthetic_dflash.h"
 #include "support/test_util.h"
 #include "tokenizer/tokenizer.h"
 
 namespace eaglet {
 namespace {
 
-// A 2-layer DFlash draft of block 8 over write_tiny_model's target (hidden 48, 3 layers,
-// vocabulary 97), tapping target layers 0 and 2, seeded random weights.
-nlohmann::json draft_config() {
-  return {{"architectures", {"DFlashDraftModel"}}, {"model_type", "qwen3"}, {"hidden_size", 48},
-          {"intermediate_size", 64}, {"num_attention_heads", 4}, {"num_key_value_heads", 2}, {"head_dim", 16},
-          {"num_hidden_layers", 2}, {"rms_norm_eps", 1e-6}, {"rope_theta", 10000.0}, {"block_size", 8},
-          {"num_target_layers", 3}, {"layer_types", {"full_attention", "full_attention"}},
-          {"dflash_config", {{"mask_token_id", 96}, {"target_layer_ids", {0, 2}}}}};
-}
-
-void write_draft(const std::string& dir, const nlohmann::json& cfg, std::vector<std::string> extra_tensors = {}) {
-  std::filesystem::create_directories(dir);
-  test::write_text(dir + "/config.json", cfg.dump());
-  std::vector<TensorToWrite> ts;
-  uint64_t seed = 11;
-  auto put = [&](const std::string& name, std::vector<int64_t> shape, float stddev, float mean = 0) {
-    int64_t n = 1;
-    for (int64_t d : shape) n *= d;
-    auto v = test::random_normal(size_t(n), stddev, seed++);
-    for (float& x : v) x += mean;
-    ts.push_back({name, DType::F32, shape, test::float_bytes(v, DType::F32)});
-  };
-  put("fc.weight", {48, 96}, 0.15f);
-  put("hidden_norm.weight", {48}, 0.1f, 1.0f);
-  put("norm.weight", {48}, 0.1f, 1.0f);
-  for (int i = 0; i < 2; ++i) {
-    const std::string p = "layers." + std::to_string(i) + ".";
-    put(p + "input_layernorm.weight", {48}, 0.1f, 1.0f);
-    put(p + "post_attention_layernorm.weight", {48}, 0.1f, 1.0f);
-    put(p + "self_attn.q_proj.weight", {64, 48}, 0.15f);
-    put(p + "self_attn.k_proj.weight", {32, 48}, 0.15f);
-    put(p + "self_attn.v_proj.weight", {32, 48}, 0.15f);
-    put(p + "self_attn.o_proj.weight", {48, 64}, 0.15f);
-    put(p + "self_attn.q_norm.weight", {16}, 0.1f, 1.0f);
-    put(p + "self_attn.k_norm.weight", {16}, 0.1f, 1.0f);
-    put(p + "mlp.gate_proj.weight", {64, 48}, 0.15f);
-    put(p + "mlp.up_proj.weight", {64, 48}, 0.15f);
-    put(p + "mlp.down_proj.weight", {48, 64}, 0.15f);
-  }
-  for (const std::string& name : extra_tensors) put(name, {4}, 1.0f);
-  write_safetensors(dir + "/model.safetensors", ts);
-}
+nlohmann::json draft_config() { return test::dflash_draft_config(); }
 
 struct Rig {
   test::TempDir dir;
@@ -76,7 +36,7 @@ struct Rig {
   }
   std::string draft(const nlohmann::json& cfg = draft_config(), std::vector<std::string> extra = {}) {
     const std::string d = dir.file("draft" + std::to_string(drafts++));
-    write_draft(d, cfg, std::move(extra));
+    test::write_dflash_draft(d, cfg, extra);
     return d;
   }
   int drafts = 0;

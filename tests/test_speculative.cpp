@@ -13,6 +13,7 @@
 #include "speculation/spec_setup.h"
 #include "speculation/tree_verifier.h"
 #include "support/greedy_check.h"
+#include "support/synthetic_dflash.h"
 #include "support/synthetic_eagle3.h"
 #include "support/test_util.h"
 
@@ -227,10 +228,13 @@ TEST(SpeculativeSampling, GeneratedTokensFollowTheTarget) {
       cache.free(f);
     }
   }
-  for (const std::string shape : {"eagle3 k=3", "eagle3 topk=3,depth=3,budget=8", "eagle3 auto", "ngram k=3"}) {
+  test::write_dflash_draft(dir.file("dflash"), test::dflash_draft_config(/*mask_token_id=*/5));
+  for (const std::string shape : {"eagle3 k=3", "eagle3 topk=3,depth=3,budget=8", "eagle3 auto", "ngram k=3", "dflash k=3",
+                                  "dflash k=7"}) {
     SpecOptions so;
     if (shape.rfind("eagle3", 0) == 0) so.draft_dir = dir.file("draft");
-    else so.method = "ngram";
+    else so.method = shape.substr(0, shape.find(' '));
+    if (so.method == "dflash") so.draft_dir = dir.file("dflash");
     const SpecSetup setup(test::with_shape(so, shape.substr(shape.find(' ') + 1)), *target);
     std::vector<int> counts(size_t(V * V));
     const int n = 4000;
