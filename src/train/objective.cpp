@@ -59,9 +59,7 @@ class Eagle3Objective final : public DraftObjective {
   }
 
  private:
-  LossMaskAlignment alignment() const {
-    return cfg_.loss_mask == "next-token" ? LossMaskAlignment::NextToken : LossMaskAlignment::TorchSpec;
-  }
+  LossMaskAlignment alignment() const { return loss_mask_alignment(cfg_); }
   const TrainConfig& cfg_;
   const Model& target_;
   VocabMapping vmap_;
@@ -165,6 +163,10 @@ void DFlashObjective::write_export(const std::string& dir) {
 }
 
 }  // namespace
+
+LossMaskAlignment loss_mask_alignment(const TrainConfig& c) {
+  return c.loss_mask == "next-token" ? LossMaskAlignment::NextToken : LossMaskAlignment::TorchSpec;
+}
 
 std::unique_ptr<DraftObjective> make_eagle3_objective(const TrainConfig& cfg, const Model& target,
                                                       const DraftModuleOptions& mo, const VocabMapping& vmap) {

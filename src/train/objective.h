@@ -40,6 +40,9 @@ class DraftObjective {
   virtual void write_export(const std::string& dir) = 0;
 };
 
+// Which loss-mask entry scores a TTT index, as training.loss_mask_alignment says.
+LossMaskAlignment loss_mask_alignment(const TrainConfig& c);
+
 // The EAGLE-3 (or EAGLE-3.1) draft: `mo` its settings, `vmap` its vocabulary; embedding and
 // lm_head from the target (lm_head trained, or frozen, as the config says).
 std::unique_ptr<DraftObjective> make_eagle3_objective(const TrainConfig& cfg, const Model& target,

@@ -67,10 +67,6 @@ DraftModuleOptions module_options(const TrainConfig& c, const ModelConfig& t, st
   return {o, Rope::from_config(JsonConfig(rope, "the draft's rope settings"), o.head_dim)};
 }
 
-LossMaskAlignment alignment_of(const TrainConfig& c) {
-  return c.loss_mask == "next-token" ? LossMaskAlignment::NextToken : LossMaskAlignment::TorchSpec;
-}
-
 double lr_at(const TrainConfig& c, int64_t step) {
   const int64_t warm = std::max<int64_t>(1, int64_t(c.warmup_ratio * c.steps));
   if (step < warm) return c.lr * double(step + 1) / double(warm);
@@ -519,7 +515,7 @@ bool train_step(Run& r, Loop& l, TttResult& res) {
   for (auto& s : local)
     if (!l.source.take(&s)) fail("hidden-state stream ended early at sample {}", r.step * r.batch);
   const auto t0 = clock_type::now();
-  TttBatch b = make_batch(*r.train_pool, *r.bundle.model, local, alignment_of(cfg));
+  TttBatch b = make_batch(*r.train_pool, *r.bundle.model, local, loss_mask_alignment(cfg));
   // One small all-reduce carries the loss denominators of the global batch and whether any rank
   // was asked to stop (so all stop after the same step).
   const bool stop_asked = (l.hooks.stop_after_steps > 0 && r.step + 1 - l.start_step >= l.hooks.stop_after_steps) ||
