@@ -122,17 +122,9 @@ std::unique_ptr<DFlashDraft> DFlashDraft::load(const std::string& path, const Mo
   auto ckpt = std::make_shared<Checkpoint>(Checkpoint::open_dir(path));
   std::unique_ptr<DFlashDraft> d(new DFlashDraft(c, Rope::from_config(cfg, c.head_dim), target));
   d->weights_ = WeightStore(ckpt);
-  std::set<std::string> used;
-  d->read_weights(
-      {},
-      [&](const std::string& name, int64_t rows, int64_t cols) {
-        used.insert(name);
-        return d->weights_.matrix(name, rows, cols);
-      },
-      [&](const std::string& name, int64_t n) {
-        used.insert(name);
-        return d->weights_.vector(name, n);
-      });
+  const std::set<std::string> used = d->read_weights(
+      {}, [&](const std::string& name, int64_t rows, int64_t cols) { return d->weights_.matrix(name, rows, cols); },
+      [&](const std::string& name, int64_t n) { return d->weights_.vector(name, n); });
   for (const std::string& n : ckpt->names())
     if (!used.count(n)) fail("{}: tensor '{}' is not used by a DFlash draft (embed_tokens, lm_head and d2t are the target's)", path, n);
   spdlog::info("DFlash draft {}: {} layers, hidden {}, block {}, mask token {}, taps of target layers {}", path,
@@ -145,7 +137,17 @@ DFlashDraft::DFlashDraft(DFlashConfig cfg, Rope rope, const Model& target)
   attn_ = {cfg_.num_heads, cfg_.num_kv_heads, cfg_.head_dim};
 }
 
-void DFlashDraft::read_weights(const TensorNames& names, const MatrixReader& matrix, const VectorReader& vector) {
+std::set<std::string> DFlashDraft::read_weights(const TensorNames& names, const MatrixReader& read_matrix,
+                                                const VectorReader& read_vector) {
+  std::set<std::string> used;
+  auto matrix = [&](const std::string& name, int64_t rows, int64_t cols) {
+    used.insert(name);
+    return read_matrix(name, rows, cols);
+  };
+  auto vector = [&](const std::string& name, int64_t n) {
+    used.insert(name);
+    return read_vector(name, n);
+  };
   const int64_t H = cfg_.hidden;
   fc_ = matrix(names.fc, H, int64_t(cfg_.taps.size()) * cfg_.target_hidden);
   hidden_norm_ = vector(names.hidden_norm, H);
@@ -160,6 +162,7 @@ void DFlashDraft::read_weights(const TensorNames& names, const MatrixReader& mat
   s.qk_norm = true;
   for (int i = 0; i < cfg_.num_layers; ++i)
     layers_.push_back(read_layer(fmt::format("{}{}.", names.layers, i), s, names.naming, matrix, vector));
+  return used;
 }
 
 KvCacheShape DFlashDraft::kv_shape(int64_t num_blocks, int block_size) const {

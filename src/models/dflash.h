@@ -78,7 +78,9 @@ class DFlashDraft {
     Naming naming = Naming::HuggingFace;
   };
   DFlashDraft(DFlashConfig cfg, Rope rope, const Model& target);
-  void read_weights(const TensorNames& names, const MatrixReader& matrix, const VectorReader& vector);
+  // Reads every weight through `matrix` / `vector`; returns the names read, so that a loader can
+  // refuse the tensors its file holds beyond them.
+  std::set<std::string> read_weights(const TensorNames& names, const MatrixReader& matrix, const VectorReader& vector);
   struct Scratch {
     ScratchBuffer x, h, q, k, v, attn, tmp, gate, up, ctx, fused, normed;
     std::vector<TokenSlot> slots;

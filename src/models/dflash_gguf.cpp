@@ -61,17 +61,10 @@ std::unique_ptr<DFlashDraft> DFlashDraft::load_gguf(const std::string& path, con
                path, c.mask_token_id, target.config().vocab);
   std::unique_ptr<DFlashDraft> d(new DFlashDraft(c, Rope::from_config(cfg, c.head_dim), target));
   GgufWeights w(file, &d->weights_);
-  std::set<std::string> used;
-  d->read_weights(
+  const std::set<std::string> used = d->read_weights(
       {"fc.weight", "enc.output_norm.weight", "output_norm.weight", "blk.", Naming::Gguf},
-      [&](const std::string& name, int64_t rows, int64_t cols) {
-        used.insert(name);
-        return w.matrix(name, rows, cols);
-      },
-      [&](const std::string& name, int64_t n) {
-        used.insert(name);
-        return w.vector(name, n);
-      });
+      [&](const std::string& name, int64_t rows, int64_t cols) { return w.matrix(name, rows, cols); },
+      [&](const std::string& name, int64_t n) { return w.vector(name, n); });
   for (const GgufTensor& t : file->tensors())
     if (!used.count(t.name))
       fail("{}: tensor '{}' is not used by a DFlash draft (token_embd and output are the target's)", path, t.name);

@@ -2,7 +2,9 @@
 
 #include <ATen/CPUGeneratorImpl.h>
 
+#include <algorithm>
 #include <cmath>
+#include <cstddef>
 
 #include "core/error.h"
 
@@ -105,10 +107,9 @@ torch::Tensor DFlashModuleImpl::forward(const torch::Tensor& ctx, const torch::T
 
 Anchors draw_anchors(const TttBatch& b, int max_per_sequence, const std::vector<uint64_t>* seeds) {
   const int64_t Bt = b.ids.size(0), T = b.ids.size(1);
-  const auto valid = b.valid.defined() ? b.valid : torch::ones_like(b.loss_mask);
   // a is eligible when a >= 1 and a and a + 1 are real, supervised tokens: a is then a token the
   // target produced, the last verified token of some step when serving.
-  auto sup = b.loss_mask * valid;
+  auto sup = b.loss_mask * real_tokens(b);
   auto next_ok = (sup.narrow(1, 0, T - 1) * sup.narrow(1, 1, T - 1)) > 0;  // [Bt, T - 1]: index a
   next_ok.select(1, 0).fill_(false);
   std::vector<std::vector<int64_t>> rows(static_cast<size_t>(Bt));
@@ -123,13 +124,14 @@ Anchors draw_anchors(const TttBatch& b, int max_per_sequence, const std::vector<
     rows[size_t(i)].assign(eligible.data_ptr<int64_t>(), eligible.data_ptr<int64_t>() + eligible.numel());
     A = std::max(A, rows[size_t(i)].size());
   }
-  Anchors a{torch::zeros({Bt, int64_t(A)}, torch::kLong), torch::zeros({Bt, int64_t(A)}, torch::kBool)};
-  for (int64_t i = 0; i < Bt; ++i)
-    for (size_t j = 0; j < rows[size_t(i)].size(); ++j) {
-      a.pos[i][int64_t(j)] = rows[size_t(i)][j];
-      a.real[i][int64_t(j)] = true;
-    }
-  return a;
+  std::vector<int64_t> pos(size_t(Bt) * A, 0);
+  std::vector<uint8_t> real(size_t(Bt) * A, 0);
+  for (size_t i = 0; i < size_t(Bt); ++i) {
+    std::copy(rows[i].begin(), rows[i].end(), pos.begin() + ptrdiff_t(i * A));
+    std::fill_n(real.begin() + ptrdiff_t(i * A), rows[i].size(), 1);
+  }
+  return {torch::tensor(pos, torch::kLong).view({Bt, int64_t(A)}),
+          torch::tensor(real, torch::kUInt8).view({Bt, int64_t(A)}).to(torch::kBool)};
 }
 
 namespace {
@@ -147,8 +149,7 @@ SlotTargets slot_targets(const TttBatch& b, const Anchors& a, int block_size, do
   auto pos = a.pos.unsqueeze(-1) + k;  // [Bt, A, B - 1]
   auto inside = pos < T;
   auto at = pos.clamp_max(T - 1).view({Bt, -1});
-  const auto valid = b.valid.defined() ? b.valid : torch::ones_like(b.loss_mask);
-  auto scored = (b.loss_mask.gather(1, at) * valid.gather(1, at)).view({Bt, A, -1}) * inside * a.real.unsqueeze(-1);
+  auto scored = (b.loss_mask.gather(1, at) * real_tokens(b).gather(1, at)).view({Bt, A, -1}) * inside * a.real.unsqueeze(-1);
   auto base = (torch::arange(Bt, torch::kLong) * T).view({Bt, 1, 1});
   return {base + pos.clamp_max(T - 1) - 1, scored.to(torch::kFloat32), torch::exp(-(k - 1).to(torch::kFloat64) / gamma).to(torch::kFloat32)};
 }
@@ -172,12 +173,14 @@ TttResult dflash_forward(DFlashModule& m, const TttBatch& b, const Anchors& a, d
   r.loss = (ce * st.scored * st.weight).sum() / std::max(denom, 1e-9);
   torch::NoGradGuard ng;
   auto correct = (logits.argmax(-1) == target.argmax(-1)).to(torch::kFloat32) * st.scored;
-  for (int k = 0; k < S - 1; ++k) {
-    const double n = st.scored.select(2, k).sum().item<double>();
-    r.step_valid.push_back(n);
-    r.step_correct.push_back(correct.select(2, k).sum().item<double>());
-    r.step_loss.push_back(n > 0 ? (ce.select(2, k) * st.scored.select(2, k)).sum().item<double>() / n : 0);
-  }
+  auto per_slot = [](const torch::Tensor& t) {
+    auto s = t.sum(std::vector<int64_t>{0, 1}).to(torch::kFloat64).contiguous();
+    return std::vector<double>(s.data_ptr<double>(), s.data_ptr<double>() + s.numel());
+  };
+  r.step_valid = per_slot(st.scored);
+  r.step_correct = per_slot(correct);
+  r.step_loss = per_slot(ce.detach() * st.scored);
+  for (size_t k = 0; k < r.step_loss.size(); ++k) r.step_loss[k] = r.step_valid[k] > 0 ? r.step_loss[k] / r.step_valid[k] : 0;
   // Blocks wholly in supervised text: a greedy verifier accepts the leading matches and one more.
   auto whole = std::get<0>(st.scored.min(-1)) > 0;
   auto accepted = 1 + correct.cumprod(-1).sum(-1);

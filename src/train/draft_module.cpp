@@ -113,11 +113,12 @@ torch::Tensor valid_positions(const torch::Tensor& mask, const torch::Tensor& ta
 }
 }  // namespace
 
+torch::Tensor real_tokens(const TttBatch& b) { return b.valid.defined() ? b.valid : torch::ones_like(b.loss_mask); }
+
 torch::Tensor ttt_step_mask(const TttBatch& b, int step) {
   auto mask = b.alignment == LossMaskAlignment::TorchSpec ? b.loss_mask : shift_left(b.loss_mask, 1);
   // Index t needs the target's distribution at t + 1 + step.
-  const auto valid = b.valid.defined() ? b.valid : torch::ones_like(b.loss_mask);
-  return shift_left(mask, step) * shift_left(valid, step + 1);
+  return shift_left(mask, step) * shift_left(real_tokens(b), step + 1);
 }
 
 std::vector<double> ttt_valid_counts(const TttBatch& b, int steps, const torch::Tensor& in_draft) {

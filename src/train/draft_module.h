@@ -64,6 +64,9 @@ struct TttBatch {
   LossMaskAlignment alignment = LossMaskAlignment::TorchSpec;
 };
 
+// 1 on real tokens, 0 on padding ([B, T] float): the batch's `valid`, or all ones without it.
+torch::Tensor real_tokens(const TttBatch& b);
+
 // The positions that may be scored at TTT step `step`: the aligned loss mask, shifted left once
 // per step, and never one whose target lies past the sequence's end (SpecForge scores those
 // against a zero-padded, uniform target; they carry no signal).

@@ -73,14 +73,18 @@ double default_gamma(int block_size) { return block_size >= 16 ? 7.0 : block_siz
 // Blocks per evaluation forward: bounds the activations of a long held-out sample.
 constexpr int kEvalAnchorsPerForward = 64;
 
+// The target's embedding and lm_head, which a DFlash draft reads and never trains.
+void use_target_tensors(DFlashModule& m, const Model& target) {
+  m->embed = weight_tensor(target.embed_view());
+  m->lm_head = weight_tensor(target.lm_head());
+}
+
 class DFlashObjective final : public DraftObjective {
  public:
   DFlashObjective(const TrainConfig& cfg, const Model& target, const DFlashModuleOptions& mo)
       : cfg_(cfg), target_(target), module_(mo),
         gamma_(cfg.loss_decay_gamma > 0 ? cfg.loss_decay_gamma : default_gamma(mo.config.block_size)) {
-    torch::NoGradGuard ng;
-    module_->embed = weight_tensor(target.embed_view());
-    module_->lm_head = weight_tensor(target.lm_head());
+    use_target_tensors(module_, target);
   }
   torch::nn::Module& module() override { return *module_; }
   int slots() const override { return module_->opts.config.block_size - 1; }
@@ -215,8 +219,7 @@ DFlashModule load_dflash_module(const std::string& dir, const Model& target) {
     kernels::to_f32(t.dtype, t.data, f.data(), t.numel());
     p.value().copy_(torch::from_blob(f.data(), t.shape, torch::kFloat32));
   }
-  m->embed = weight_tensor(target.embed_view());
-  m->lm_head = weight_tensor(target.lm_head());
+  use_target_tensors(m, target);
   return m;
 }
 
