@@ -9,9 +9,11 @@
 
 #include "core/error.h"
 #include "io/json_config.h"
+#include "models/dflash.h"
 #include "models/eagle3.h"
 #include "models/model.h"
 #include "convert/widen.h"
+#include "support/synthetic_dflash.h"
 #include "support/synthetic_eagle3.h"
 #include "support/test_util.h"
 
@@ -141,6 +143,38 @@ INSTANTIATE_TEST_SUITE_P(
                       variant("ids_under_eagle_config", [](auto& s) { s.aux_in_eagle_config = true; })),
     [](const auto& info) { return info.param.name; });
 
+// A DFlash draft (Qwen3 layers: per-head q/k norms, context keys from the target's taps) widened
+// beside its target drafts the same block: the wide block's logits fed the wide target's taps
+// equal the small one's.
+TEST(WidenDFlash, SameBlockLogits) {
+  test::TempDir dir;
+  test::TinyModelSpec ts;
+  ts.layers = 6;
+  test::write_tiny_model(dir.file("small"), ts);
+  test::write_dflash_draft(dir.file("draft"), test::dflash_draft_config());
+  WidenShape s = test_shape();
+  s.layers = 11;
+  widen_llama(dir.file("small"), dir.file("wide"), s);
+  widen_draft(dir.file("draft"), dir.file("wide"), dir.file("wide_draft"), s);
+  auto small = load_model(dir.file("small")), wide = load_model(dir.file("wide"));
+  auto d_small = DFlashDraft::load(dir.file("draft"), *small), d_wide = DFlashDraft::load(dir.file("wide_draft"), *wide);
+  const std::vector<int> live = widened_live_layers(6, 11);
+  EXPECT_EQ(d_wide->config().target_layer_ids, (std::vector<int>{live[0], live[2]}));
+  EXPECT_EQ(d_wide->config().hidden, 96);
+  EXPECT_EQ(d_wide->config().block_size, d_small->config().block_size);
+  const auto tokens = prompt(ts.vocab);
+  auto block_logits = [&](Model& m, const DFlashDraft& d) {
+    const ForwardRun r = forward_all(m, tokens, d.config().taps);
+    KvCache cache(d.kv_shape(4));
+    const SeqId seq = cache.create();
+    d.add_context(test::pool(), cache, seq, r.taps.data(), int64_t(tokens.size()));
+    std::vector<float> logits;
+    d.draft_block(test::pool(), cache, seq, tokens.back(), &logits);
+    return logits;
+  };
+  expect_close(block_logits(*wide, *d_wide), block_logits(*small, *d_small), "block logits");
+}
+
 TEST(Widen, RefusesWhatItCannotWidenByName) {
   test::TempDir dir;
   test::TinyModelSpec ts;
@@ -166,6 +200,11 @@ TEST(Widen, RefusesWhatItCannotWidenByName) {
   ds = test::DraftSpec{};
   test::write_draft(dir.file("draft"), ds);
   test::expect_mentions(test::error_of([&] { widen_eagle3(dir.file("draft"), dir.file("small"), dir.file("wd"), test_shape()); }),
+                        {"widened_from"});
+  test::write_dflash_draft(dir.file("dflash"), test::dflash_draft_config(), {"layers.0.self_attn.q_proj.bias"});
+  test::expect_mentions(test::error_of([&] { widen_draft(dir.file("dflash"), dir.file("wide"), dir.file("wd"), test_shape()); }),
+                        {"layers.0.self_attn.q_proj.bias", "not one widening knows"});
+  test::expect_mentions(test::error_of([&] { widen_draft(dir.file("dflash"), dir.file("small"), dir.file("wd"), test_shape()); }),
                         {"widened_from"});
 }
 

@@ -1,4 +1,4 @@
-// `eaglet widen`: a small Llama (and an EAGLE-3 draft trained against it) widened to a larger shape
+// `eaglet widen`: a small Llama (and an EAGLE-3 or DFlash draft trained against it) widened to a larger shape
 // that computes the same function (convert/widen.h): a memory-bound target with real token
 // behaviour for speed work, made from what a 2-core machine can train.
 #include <spdlog/spdlog.h>
@@ -11,7 +11,8 @@ namespace eaglet::cli {
 
 namespace {
 struct WidenOptions {
-  std::string model, output, draft, draft_output, dtype = "bf16";
+  std::string model, output, dtype = "bf16";
+  std::vector<std::string> drafts, draft_outputs;  // pairwise
   WidenShape shape;
 };
 
@@ -26,11 +27,12 @@ DType widen_dtype(const std::string& s) {
 void add_widen(CLI::App& app) {
   auto o = std::make_shared<WidenOptions>();
   CLI::App* cmd = app.add_subcommand(
-      "widen", "widen a small Llama (and its EAGLE-3 draft) to a larger shape that computes the same function");
+      "widen", "widen a small Llama (and its EAGLE-3 or DFlash draft) to a larger shape that computes the same function");
   cmd->add_option("-m,--model", o->model, "the small LlamaForCausalLM directory")->required();
   cmd->add_option("-o,--output", o->output, "directory for the wide target")->required();
-  cmd->add_option("--draft", o->draft, "an EAGLE-3 draft trained against the small target, widened to pair with the wide one");
-  cmd->add_option("--draft-output", o->draft_output, "directory for the wide draft (required with --draft)");
+  cmd->add_option("--draft", o->drafts,
+                  "an EAGLE-3 or DFlash draft trained against the small target, widened to pair with the wide one (repeatable)");
+  cmd->add_option("--draft-output", o->draft_outputs, "directory for the wide draft, one per --draft");
   cmd->add_option("--hidden", o->shape.hidden, "hidden size")->check(CLI::PositiveNumber);
   cmd->add_option("--heads", o->shape.heads, "attention heads")->check(CLI::PositiveNumber);
   cmd->add_option("--kv-heads", o->shape.kv_heads, "key/value heads")->check(CLI::PositiveNumber);
@@ -41,13 +43,15 @@ void add_widen(CLI::App& app) {
   cmd->add_option("--noise", o->shape.noise, "standard deviation of the cancelled filler weights");
   cmd->add_option("--seed", o->shape.seed, "filler seed");
   cmd->callback([o] {
-    if (!o->draft.empty() && o->draft_output.empty()) fail("--draft needs --draft-output");
+    if (o->drafts.size() != o->draft_outputs.size())
+      fail("--draft given {} times and --draft-output {}: each draft needs its output directory", o->drafts.size(),
+           o->draft_outputs.size());
     o->shape.dtype = widen_dtype(o->dtype);
     widen_llama(o->model, o->output, o->shape);
     spdlog::info("widen: wrote {}", o->output);
-    if (!o->draft.empty()) {
-      widen_eagle3(o->draft, o->output, o->draft_output, o->shape);
-      spdlog::info("widen: wrote {}", o->draft_output);
+    for (size_t i = 0; i < o->drafts.size(); ++i) {
+      widen_draft(o->drafts[i], o->output, o->draft_outputs[i], o->shape);
+      spdlog::info("widen: wrote {}", o->draft_outputs[i]);
     }
   });
 }

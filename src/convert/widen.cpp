@@ -16,6 +16,7 @@
 #include "io/json_config.h"
 #include "io/safetensors.h"
 #include "kernels/ops.h"
+#include "models/dflash.h"
 #include "models/eagle3.h"
 #include "models/eagle3_schema.h"
 #include "models/layer_weights.h"
@@ -129,14 +130,19 @@ void check_heads(const Heads& small, const Heads& wide, const std::string& where
 struct AttnWeights {
   Mat q, k, v, o;
 };
+// With per-head q/k norms (Qwen3) the live heads' other q dims are zero too, since the norm
+// reads them, and the q scale moves into the norm weights (widen_head_norm).
 AttnWeights widen_attention(const AttnWeights& a, const HeadMap& hm, const std::vector<int64_t>& in_cols,
-                            int64_t wide_in, int64_t D, const WidenShape& s, const std::string& prefix) {
+                            int64_t wide_in, int64_t D, bool qk_norm, const WidenShape& s, const std::string& prefix) {
   const Heads &sm = hm.small, &wd = hm.wide;
   AttnWeights w{filler(int64_t(wd.heads) * wd.head_dim, wide_in, s, prefix + "q"),
                 filler(int64_t(wd.kv_heads) * wd.head_dim, wide_in, s, prefix + "k"),
                 filler(int64_t(wd.kv_heads) * wd.head_dim, wide_in, s, prefix + "v"),
                 zeros(D, int64_t(wd.heads) * wd.head_dim)};
-  const float q_scale = std::sqrt(float(wd.head_dim) / float(sm.head_dim));
+  const float q_scale = qk_norm ? 1.0f : std::sqrt(float(wd.head_dim) / float(sm.head_dim));
+  if (qk_norm)
+    for (int h = 0; h < sm.heads; ++h)
+      std::fill_n(&w.q.at(hm.q_row(h, 0), 0), int64_t(wd.head_dim) * wide_in, 0.0f);  // dim 0 starts the head
   for (int g = 0; g < sm.kv_heads; ++g) {
     std::fill_n(w.k.v.begin() + int64_t(g) * wd.head_dim * wide_in, int64_t(wd.head_dim) * wide_in, 0.0f);
     for (int j = 0; j < sm.head_dim; ++j)
@@ -175,6 +181,17 @@ Mat widen_norm(const Mat& m, int64_t d, int64_t D) {
   return w;
 }
 
+// A per-head q or k norm weight [hd] -> [HD]. A live head keeps hd of its HD dims, so the norm
+// makes them sqrt(HD/hd) larger: k keeps that (it stands in for the q scale the larger
+// 1/sqrt(HD) needs), q is brought back by the weight. (eps is the model's, scaled for the hidden
+// norms by d/D: the head norms' own ratio differs, a change of order eps in the output.)
+Mat widen_head_norm(const Mat& m, const HeadMap& hm, bool is_q) {
+  const float scale = is_q ? std::sqrt(float(hm.small.head_dim) / float(hm.wide.head_dim)) : 1.0f;
+  Mat w{1, hm.wide.head_dim, std::vector<float>(size_t(hm.wide.head_dim), scale)};
+  for (int j = 0; j < hm.small.head_dim; ++j) w.v[size_t(hm.dim(j))] = m.v[size_t(j)] * scale;
+  return w;
+}
+
 void copy_side_files(const std::string& src, const std::string& out) {
   for (const char* f : {"tokenizer.json", "tokenizer_config.json", "generation_config.json", "special_tokens_map.json",
                         "tokenizer.model", "chat_template.jinja", "vocab.json", "merges.txt"})
@@ -204,6 +221,7 @@ struct LayerWidening {
   int64_t D = 0, II = 0;              // wide ones
   std::vector<int64_t> in_cols;       // where the original attention inputs sit in the wide input
   int64_t in_small = 0, in_wide = 0;  // attention input widths
+  bool qk_norm = false;               // per-head q_norm / k_norm (Qwen3 layers)
 };
 
 void plan_layer(Plan& p, const LayerWidening& l, const WidenShape& s) {
@@ -222,7 +240,7 @@ void plan_layer(Plan& p, const LayerWidening& l, const WidenShape& s) {
         const Checkpoint& ck = *l.ck;
         AttnWeights a{read(ck, l.from + hf(LayerTensor::Q), qd, l.in_small), read(ck, l.from + hf(LayerTensor::K), kvd, l.in_small),
                       read(ck, l.from + hf(LayerTensor::V), kvd, l.in_small), read(ck, l.from + hf(LayerTensor::O), l.d, qd)};
-        *attn = widen_attention(a, l.heads, l.in_cols, l.in_wide, l.D, s, l.to);
+        *attn = widen_attention(a, l.heads, l.in_cols, l.in_wide, l.D, l.qk_norm, s, l.to);
       }
     }
     Mat& m = which == 0 ? (*attn)->q : which == 1 ? (*attn)->k : which == 2 ? (*attn)->v : (*attn)->o;
@@ -234,6 +252,10 @@ void plan_layer(Plan& p, const LayerWidening& l, const WidenShape& s) {
   p.add(l.to + hf(LayerTensor::K), {KVD, l.in_wide}, dt, [=] { return attention(1); });
   p.add(l.to + hf(LayerTensor::V), {KVD, l.in_wide}, dt, [=] { return attention(2); });
   p.add(l.to + hf(LayerTensor::O), {l.D, QD}, dt, [=] { return attention(3); });
+  for (LayerTensor n : {LayerTensor::QNorm, LayerTensor::KNorm})
+    if (l.qk_norm)
+      p.add(l.to + hf(n), {wd.head_dim}, dt,
+            [=] { return widen_head_norm(read(*l.ck, l.from + hf(n), 1, sm.head_dim), l.heads, n == LayerTensor::QNorm); });
   for (LayerTensor m : {LayerTensor::Gate, LayerTensor::Up}) {
     const std::string to = l.to + hf(m), from = l.from + hf(m);
     p.add(to, {l.II, l.D}, dt, [=] {
@@ -328,6 +350,28 @@ void widen_llama(const std::string& src_dir, const std::string& out_dir, const W
 }
 
 namespace {
+// Where widen_llama put each original layer (config.json's widened_from.live_layers).
+std::vector<int> live_layers(const JsonConfig& wide_target) {
+  std::vector<int> live;
+  for (int64_t x : wide_target.sub("widened_from").get_int_list("live_layers")) live.push_back(int(x));
+  return live;
+}
+
+// fc [d, taps * d] -> [D, taps * D]: each tap's columns where the wide tap keeps its live dims
+// (filler on the dead ones, which read zeros); rows beyond d zero, since they feed the residual
+// stream (EAGLE-3) or hidden_norm (DFlash), which must see zeros there.
+void plan_fc(Plan& p, const std::shared_ptr<Checkpoint>& ck, const std::string& name, int taps, int d, int64_t D,
+             const WidenShape& s) {
+  p.add(name, {D, taps * D}, s.dtype, [=] {
+    const Mat fc = read(*ck, name, d, taps * int64_t(d));
+    Mat w = filler(D, taps * D, s, "fc");
+    std::fill(w.v.begin() + d * taps * D, w.v.end(), 0.0f);
+    for (int64_t r = 0; r < d; ++r)
+      for (int c = 0; c < taps; ++c) std::copy_n(&fc.v[size_t(r * taps * d + c * d)], d, &w.at(r, c * D));
+    return w;
+  });
+}
+
 // A draft's tensors besides its layer matrices: fc (its rows beyond d zero: they feed the
 // residual), the norms, its own embedding and head if it has them, and the vocabulary maps as they are.
 void plan_draft_tensors(Plan& p, const std::shared_ptr<Checkpoint>& ck, const std::string& pre, int d, int64_t D,
@@ -336,14 +380,7 @@ void plan_draft_tensors(Plan& p, const std::shared_ptr<Checkpoint>& ck, const st
   const std::string fc_name = eagle3::spec(Tensor::Fc).hf, embed = eagle3::spec(Tensor::Embed).hf,
                     head = eagle3::spec(Tensor::LmHead).hf;
   const DType dt = s.dtype;
-  p.add(fc_name, {D, 3 * D}, dt, [=] {
-    const Mat fc = read(*ck, fc_name, d, 3 * int64_t(d));
-    Mat w = filler(D, 3 * D, s, "fc");
-    std::fill(w.v.begin() + d * 3 * D, w.v.end(), 0.0f);  // rows beyond d feed the residual: zero
-    for (int64_t r = 0; r < d; ++r)
-      for (int c = 0; c < 3; ++c) std::copy_n(&fc.v[size_t(r * 3 * d + c * d)], d, &w.at(r, c * D));
-    return w;
-  });
+  plan_fc(p, ck, fc_name, 3, d, D, s);
   for (const std::string& n : ck->names()) {
     const TensorInfo& t = ck->get(n);
     if (n.find("norm") != std::string::npos && n.ends_with(".weight")) {  // hidden_norm, fc_norm.0, input_norm...
@@ -372,8 +409,7 @@ void plan_draft_tensors(Plan& p, const std::shared_ptr<Checkpoint>& ck, const st
 json wide_draft_config(const JsonConfig& dc, const JsonConfig& tc, const Heads& wd, int II, int d, int64_t D, DType dt) {
   const JsonConfig wf = tc.sub("widened_from");
   // Aux-layer ids: original layer i lives at live[i]; id L (the last layer's output) at the wide L.
-  std::vector<int> live;
-  for (int64_t x : wf.get_int_list("live_layers")) live.push_back(int(x));
+  std::vector<int> live = live_layers(tc);
   live.push_back(tc.get_size("num_hidden_layers"));
   // The taps as the loader resolves them (entering layer j, whichever numbering the config used):
   // entering original layer j is entering wide layer live[j]; written back in both places the way
@@ -435,6 +471,75 @@ void widen_eagle3(const std::string& draft_dir, const std::string& wide_target_d
   fs::create_directories(out_dir);
   write_json(out_dir + "/config.json", wide_draft_config(dc, tc, wd, II, d, D, s.dtype));
   p.write(out_dir + "/model.safetensors");
+}
+
+namespace {
+// The wide DFlash draft's config.json: the wide target's widths; target_layer_ids (outputs of
+// layers) moved to the wide layers that carry those outputs.
+json wide_dflash_config(const JsonConfig& dc, const DFlashConfig& c, const JsonConfig& tc, const Heads& wd, int II, int d,
+                        int64_t D, DType dt) {
+  const std::vector<int> live = live_layers(tc);
+  std::vector<int> ids;
+  for (int id : c.target_layer_ids) ids.push_back(live[size_t(id)]);
+  json out = dc.raw();
+  out["hidden_size"] = D;
+  if (out.contains("target_hidden_size")) out["target_hidden_size"] = D;
+  out["num_attention_heads"] = wd.heads;
+  out["num_key_value_heads"] = wd.kv_heads;
+  out["head_dim"] = wd.head_dim;
+  out["intermediate_size"] = II;
+  out["rms_norm_eps"] = dc.get_double("rms_norm_eps", 1e-6) * d / double(D);
+  out["num_target_layers"] = tc.get_size("num_hidden_layers");
+  out["dflash_config"]["target_layer_ids"] = ids;
+  out["torch_dtype"] = torch_dtype(dt);
+  out["widened_from"] = {{"hidden_size", d}};
+  return out;
+}
+}  // namespace
+
+void widen_dflash(const std::string& draft_dir, const std::string& wide_target_dir, const std::string& out_dir,
+                  const WidenShape& s) {
+  const std::string dpath = draft_dir + "/config.json", tpath = wide_target_dir + "/config.json";
+  const JsonConfig dc = JsonConfig::load(dpath), tc = JsonConfig::load(tpath);
+  if (!tc.has("widened_from")) fail("{}: no widened_from: widen the target with `eaglet widen` first", tpath);
+  const JsonConfig wf = tc.sub("widened_from");
+  const int d = wf.get_size("hidden_size");
+  const DFlashConfig c = parse_dflash_config(dc, wf.get_size("num_hidden_layers"), d);
+  if (c.attention_bias) fail("{}: attention_bias is true; widening supports bias-free layers", dpath);
+  const int64_t D = tc.get_size("hidden_size");
+  const Heads sm{c.num_heads, c.num_kv_heads, c.head_dim};
+  const Heads wd{tc.get_size("num_attention_heads"), tc.get_size("num_key_value_heads"),
+                 tc.get_size("head_dim", int(D) / tc.get_size("num_attention_heads"))};
+  check_heads(sm, wd, dpath);
+  const int II = std::max(c.intermediate, tc.get_size("intermediate_size"));
+
+  auto ck = std::make_shared<Checkpoint>(Checkpoint::open_dir(draft_dir));
+  Plan p;
+  plan_fc(p, ck, "fc.weight", int(c.target_layer_ids.size()), d, D, s);
+  for (const char* n : {"hidden_norm.weight", "norm.weight"})
+    p.add(n, {D}, s.dtype, [=] { return widen_norm(read(*ck, n, 1, d), d, D); });
+  std::vector<int64_t> in_cols;
+  for (int i = 0; i < d; ++i) in_cols.push_back(i);
+  for (int i = 0; i < c.num_layers; ++i) {
+    const std::string pre = "layers." + std::to_string(i) + ".";
+    plan_layer(p, LayerWidening{ck, pre, pre, HeadMap{sm, wd}, d, c.intermediate, D, II, in_cols, d, D, true}, s);
+    for (LayerTensor n : {LayerTensor::AttnNorm, LayerTensor::MlpNorm})
+      p.add(pre + hf(n), {D}, s.dtype, [=] { return widen_norm(read(*ck, pre + hf(n), 1, d), d, D); });
+  }
+  for (const std::string& n : ck->names())
+    if (std::none_of(p.headers.begin(), p.headers.end(), [&](const TensorHeader& h) { return h.name == n; }))
+      fail("{}: tensor {} is not one widening knows", draft_dir, n);
+  fs::create_directories(out_dir);
+  write_json(out_dir + "/config.json", wide_dflash_config(dc, c, tc, wd, II, d, D, s.dtype));
+  p.write(out_dir + "/model.safetensors");
+}
+
+void widen_draft(const std::string& draft_dir, const std::string& wide_target_dir, const std::string& out_dir,
+                 const WidenShape& s) {
+  const JsonConfig dc = JsonConfig::load(draft_dir + "/config.json");
+  const bool dflash = dc.has("architectures") && dc.raw()["architectures"].dump().find("DFlash") != std::string::npos;
+  if (dflash) widen_dflash(draft_dir, wide_target_dir, out_dir, s);
+  else widen_eagle3(draft_dir, wide_target_dir, out_dir, s);
 }
 
 }  // namespace eaglet

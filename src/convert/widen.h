@@ -1,6 +1,7 @@
 // Function-preserving widening: a small Llama checkpoint becomes a larger one (more hidden dims,
 // heads, head dims, MLP width and layers) that computes the same logits up to float rounding, and
-// an EAGLE-3 draft trained against the small target becomes one that pairs with the wide target.
+// an EAGLE-3 or DFlash draft trained against the small target becomes one that pairs with the
+// wide target.
 // The result has a real model's token behaviour at a large model's cost per token: what speed
 // work and the demo need on a machine that cannot train a 1B model.
 //
@@ -44,5 +45,15 @@ void widen_llama(const std::string& src_dir, const std::string& out_dir, const W
 // mapped onto the live layers. `shape` supplies dtype, noise and seed.
 void widen_eagle3(const std::string& draft_dir, const std::string& wide_target_dir, const std::string& out_dir,
                   const WidenShape& shape);
+
+// Widens a DFlash draft (DFlashDraftModel, Qwen3 layers with per-head q/k norms) the same way:
+// the wide target's hidden size and head layout, target_layer_ids moved onto the wide layers that
+// carry those outputs, block size and mask token unchanged.
+void widen_dflash(const std::string& draft_dir, const std::string& wide_target_dir, const std::string& out_dir,
+                  const WidenShape& shape);
+
+// widen_dflash for a DFlashDraftModel config, else widen_eagle3.
+void widen_draft(const std::string& draft_dir, const std::string& wide_target_dir, const std::string& out_dir,
+                 const WidenShape& shape);
 
 }  // namespace eaglet
