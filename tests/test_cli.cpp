@@ -10,6 +10,7 @@
 
 #include "io/mapped_file.h"
 #include "io/safetensors.h"
+#include "support/synthetic_dflash.h"
 #include "support/synthetic_eagle3.h"
 #include "support/test_util.h"
 #include "tokenizer/tokenizer.h"
@@ -173,6 +174,31 @@ TEST(CliSpeculative, BenchTextAndJsonShowTheSameFigures) {
                     sp["decode_tokens_per_second"].get<double>(), sp["decode_tokens"].get<int64_t>(),
                     sp["speedup"].get<double>(), sp["outputs_identical_to_baseline"].get<int>()));
   shown(sp["draft_shape"].get<std::string>());
+}
+
+// --compare-config runs another method and draft (here a DFlash block draft beside n-gram lookup)
+// against the same baseline in the same run; a bad one is refused naming the option.
+TEST(CliSpeculative, BenchComparesAnotherMethodInTheSameRun) {
+  test::TempDir dir;
+  test::write_byte_vocab_target(dir.file("target"));
+  test::write_dflash_draft(dir.file("dflash"), test::dflash_draft_config());
+  const std::string bench = test::eaglet_binary() + " bench -m " + dir.file("target") +
+                            " --spec-method ngram -k 2 --num-prompts 2 --max-tokens 16 --skip-bandwidth --thread-counts 1";
+  auto r = test::run_command(bench + " --compare-config '{\"method\":\"dflash\",\"model\":\"" + dir.file("dflash") +
+                             "\",\"num_speculative_tokens\":5}' --json " + dir.file("out.json") + " 2>/dev/null");
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  const auto run = nlohmann::json::parse(read_text_file(dir.file("out.json")))["runs"][0];
+  EXPECT_EQ(run["speculative"]["method"], "ngram");
+  ASSERT_EQ(run["speculative_compared"].size(), 1u);
+  const auto& d = run["speculative_compared"][0];
+  EXPECT_EQ(d["method"], "dflash");
+  EXPECT_EQ(d["num_speculative_tokens"], 5);
+  EXPECT_NE(d["draft_shape"].get<std::string>().find("DFlash draft"), std::string::npos) << d.dump();
+  EXPECT_EQ(d["outputs_identical_to_baseline"], 2);
+  EXPECT_GT(d["spec_decode"]["num_drafts"].get<int64_t>(), 0) << d.dump();
+  r = test::run_command(bench + " --compare-config '{\"method\":\"medusa\"}' 2>&1");
+  EXPECT_NE(r.exit_code, 0);
+  test::expect_mentions(r.output, {"--compare-config", "medusa"});
 }
 
 TEST(CliSpeculative, BenchProbesBandwidthAroundEachPrompt) {

@@ -39,7 +39,8 @@ struct BenchOptions {
   bool skip_bandwidth = false;
   bool ignore_eos = false;
   std::string json_out;
-  std::vector<std::string> compare_shapes;  // more draft shapes run in the same run ("k=N" or --draft-shape)
+  std::vector<std::string> compare_shapes;   // more draft shapes run in the same run ("k=N" or --draft-shape)
+  std::vector<std::string> compare_configs;  // more methods / drafts: vLLM --speculative-config JSON each
   bool cost_curve = false;
 };
 
@@ -84,11 +85,11 @@ KernelUse kernel_use(const Model& m) {
 
 // The prompts, encoded; over-long ones keep their head, leaving room for the generation and one
 // step's draft.
-std::vector<std::vector<int>> bench_prompts(const BenchOptions& o, ModelBundle& b, const SpecSetup& spec) {
+std::vector<std::vector<int>> bench_prompts(const BenchOptions& o, ModelBundle& b, int max_step_tokens) {
   std::vector<std::string> texts = o.dataset.empty() ? kDefaultPrompts : load_prompts(o.dataset, o.num_prompts);
   if (int(texts.size()) > o.num_prompts) texts.resize(size_t(o.num_prompts));
   std::vector<std::vector<int>> prompts;
-  const int max_prompt = b.model->config().max_position - o.max_tokens - spec.max_step_tokens() - 2;
+  const int max_prompt = b.model->config().max_position - o.max_tokens - max_step_tokens - 2;
   EAGLET_CHECK(max_prompt > 0, "--max-tokens {} leaves no room for a prompt in the context of {}", o.max_tokens,
                b.model->config().max_position);
   for (auto& t : texts) {
@@ -161,21 +162,34 @@ BenchSpeculative bench_speculative(ThreadPool& pool, ModelBundle& b, const Bench
   return s;
 }
 
-// --compare-shapes: "k=N" (a chain of N) or a --draft-shape value.
-SpecSetup compared_setup(const SpecOptions& spec, const std::string& shape, const Model& model) {
-  SpecOptions so = spec;
-  if (shape.rfind("k=", 0) == 0) {
-    so.num_speculative_tokens = std::stoi(shape.substr(2));
-    so.draft_shape = "";
-  } else {
-    so.draft_shape = shape;
+// The configurations measured beside the main one, each against the same baseline:
+// --compare-shapes ("k=N", a chain of N, or a --draft-shape value) with the main method and draft,
+// then --compare-config (vLLM's --speculative-config JSON over the main options: another method,
+// draft or k, e.g. a DFlash draft beside an EAGLE-3 one).
+std::vector<std::unique_ptr<SpecSetup>> compared_setups(const BenchOptions& o, const Model& model) {
+  std::vector<std::unique_ptr<SpecSetup>> out;
+  for (const std::string& shape : o.compare_shapes) {
+    SpecOptions so = o.spec;
+    if (shape.rfind("k=", 0) == 0) {
+      so.num_speculative_tokens = std::stoi(shape.substr(2));
+      so.draft_shape = "";
+    } else {
+      so.draft_shape = shape;
+    }
+    out.push_back(std::make_unique<SpecSetup>(so, model));
   }
-  return SpecSetup(so, model);
+  for (const std::string& config : o.compare_configs) {
+    SpecOptions so = o.spec;
+    apply_speculative_config(so, config, "--compare-config");
+    out.push_back(std::make_unique<SpecSetup>(so, model));
+  }
+  return out;
 }
 
 // Everything at one thread count, printed as it is measured.
 BenchRun bench_run(int threads, ModelBundle& b, const BenchOptions& o, const std::vector<std::vector<int>>& prompts,
-                   const SpecSetup& spec, const KernelUse& use, const BenchHeader& header) {
+                   const SpecSetup& spec, const std::vector<std::unique_ptr<SpecSetup>>& compared, const KernelUse& use,
+                   const BenchHeader& header) {
   ThreadPool pool(threads);
   BenchRun run;
   run.threads = threads;
@@ -195,8 +209,7 @@ BenchRun bench_run(int threads, ModelBundle& b, const BenchOptions& o, const std
   print_baseline(run, header);
   const RunTotals& base = run.baseline.totals();
   if (spec.enabled()) run.speculative = bench_speculative(pool, b, o, prompts, base, spec);
-  for (const std::string& shape : o.compare_shapes)
-    run.compared.push_back(bench_speculative(pool, b, o, prompts, base, compared_setup(o.spec, shape, *b.model)));
+  for (const auto& setup : compared) run.compared.push_back(bench_speculative(pool, b, o, prompts, base, *setup));
   return run;
 }
 
@@ -204,13 +217,16 @@ void run_bench(BenchOptions o) {
   apply_common_options(o.common);
   ModelBundle b = load_target(o.common);
   SpecSetup spec(o.spec, *b.model);
-  const std::vector<std::vector<int>> prompts = bench_prompts(o, b, spec);
+  const std::vector<std::unique_ptr<SpecSetup>> compared = compared_setups(o, *b.model);
+  int max_step_tokens = spec.max_step_tokens();
+  for (const auto& c : compared) max_step_tokens = std::max(max_step_tokens, c->max_step_tokens());
+  const std::vector<std::vector<int>> prompts = bench_prompts(o, b, max_step_tokens);
   if (o.thread_counts.empty()) o.thread_counts = {o.common.threads > 0 ? o.common.threads : ThreadPool::default_threads()};
   const KernelUse use = kernel_use(*b.model);
   BenchReport report;
   report.header = bench_header(o, b, spec, prompts.size(), use);
   print_header(report.header);
-  for (int threads : o.thread_counts) report.runs.push_back(bench_run(threads, b, o, prompts, spec, use, report.header));
+  for (int threads : o.thread_counts) report.runs.push_back(bench_run(threads, b, o, prompts, spec, compared, use, report.header));
   if (!o.json_out.empty()) {
     std::ofstream out(o.json_out);
     if (!out) fail("{}: cannot write", o.json_out);
@@ -243,6 +259,9 @@ void add_bench(CLI::App& app) {
   cmd->add_option("--json", o->json_out, "write the report as JSON to this file");
   cmd->add_option("--compare-shapes", o->compare_shapes,
                   "more draft shapes measured in the same run: k=N (chain) or a --draft-shape value");
+  cmd->add_option("--compare-config", o->compare_configs,
+                  "another method or draft measured in the same run, as vLLM's --speculative-config JSON over these "
+                  "options, e.g. '{\"method\":\"dflash\",\"model\":\"DIR\",\"num_speculative_tokens\":15}' (repeatable)");
   cmd->add_flag("--cost-curve", o->cost_curve, "report the forward cost c(n)/c(1), n = 1..64, and a 16-node tree's");
   cmd->callback([o] { run_bench(*o); });
 }

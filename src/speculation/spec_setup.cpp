@@ -50,16 +50,16 @@ const ProposerEntry* find_entry(const std::string& name) {
 }
 }  // namespace
 
-void apply_speculative_config(SpecOptions& o, const std::string& text) {
+void apply_speculative_config(SpecOptions& o, const std::string& text, const std::string& option) {
   const auto j = nlohmann::json::parse(text, nullptr, false);
-  EAGLET_CHECK(j.is_object(), "--speculative-config: not a JSON object: {}", text);
+  EAGLET_CHECK(j.is_object(), "{}: not a JSON object: {}", option, text);
   auto str = [&](const char* key) {
-    EAGLET_CHECK(j[key].is_string(), "--speculative-config: '{}' must be a string (got {})", key, j[key].dump());
+    EAGLET_CHECK(j[key].is_string(), "{}: '{}' must be a string (got {})", option, key, j[key].dump());
     return j[key].get<std::string>();
   };
   auto num = [&](const char* key, int lo, int hi) {
     EAGLET_CHECK(j[key].is_number_integer() && j[key].get<int64_t>() >= lo && j[key].get<int64_t>() <= hi,
-                 "--speculative-config: '{}' must be an integer in [{}, {}] (got {})", key, lo, hi, j[key].dump());
+                 "{}: '{}' must be an integer in [{}, {}] (got {})", option, key, lo, hi, j[key].dump());
     return j[key].get<int>();
   };
   static const char* kKeys[] = {"method", "model", "num_speculative_tokens", "prompt_lookup_max",
@@ -68,12 +68,12 @@ void apply_speculative_config(SpecOptions& o, const std::string& text) {
   for (auto it = j.begin(); it != j.end(); ++it)
     EAGLET_CHECK(std::find_if(std::begin(kKeys), std::end(kKeys), [&](const char* k) { return it.key() == k; }) !=
                      std::end(kKeys),
-                 "--speculative-config: unknown key '{}' (known: {})", it.key(), fmt::join(kKeys, ", "));
+                 "{}: unknown key '{}' (known: {})", option, it.key(), fmt::join(kKeys, ", "));
   if (j.contains("method")) {
     const std::string m = str("method");
     EAGLET_CHECK(m == "eagle3" || m == "ngram" || m == "dflash",
-                 "--speculative-config: method '{}' is not run here (eagle3, dflash or ngram; EAGLE-1/2, Medusa, MTP "
-                 "and separate draft models are not supported)", m);
+                 "{}: method '{}' is not run here (eagle3, dflash or ngram; EAGLE-1/2, Medusa, MTP "
+                 "and separate draft models are not supported)", option, m);
     o.method = m;
   }
   if (j.contains("model")) o.draft_dir = str("model");

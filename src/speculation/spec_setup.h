@@ -33,8 +33,9 @@ struct SpecOptions {
 // `num_speculative_tokens`, `prompt_lookup_max` / `prompt_lookup_min`,
 // `draft_tensor_parallel_size` (1 on CPU), and eaglet's `draft_shape` / `aux_numbering` /
 // `draft_semantics`. Bad
-// JSON, unknown keys, wrong types and methods eaglet does not run are errors naming the key.
-void apply_speculative_config(SpecOptions& o, const std::string& json);
+// JSON, unknown keys, wrong types and methods eaglet does not run are errors naming the key (and
+// `option`, the command-line option the JSON came from).
+void apply_speculative_config(SpecOptions& o, const std::string& json, const std::string& option = "--speculative-config");
 
 class SpecSetup;
 // The draft model a proposer reads from --draft.
