@@ -62,6 +62,40 @@ TEST(DraftPolicy, ADraftSlowerThanItsGainIsSkippedExceptForProbesThatBackOff) {
   EXPECT_EQ(until_probe, DraftPolicy::kProbeEvery);
 }
 
+// A block draft (DFlash): every step asks for the whole block whatever came before, and the cost
+// curve alone decides how much of it is verified: all of it where 16 tokens cost about one, the
+// prefix with the best rate where each token costs a fifth of a step.
+TEST(DraftPolicy, BlockDraftsAskForTheWholeBlockAndTheCostCurveCutsIt) {
+  DraftPolicyConfig cfg = parse_draft_shape("auto", -1);
+  cfg.whole_block = true;
+  cfg.shape = {1, 15, 15};
+  DraftTree block;
+  double path = 1;
+  for (int k = 0; k < 15; ++k) block.add(k, k - 1, float(path *= 0.8));
+  const auto steep = std::make_shared<const CostModel>(std::vector<std::pair<int, double>>{{1, 0.05}, {64, 0.68}});
+  for (const auto& cost : {flat_cost(), steep}) {
+    DraftPolicy p(cfg, cost, true);
+    DraftPolicy::SeqState s = p.new_sequence();
+    EXPECT_EQ(p.shape(s, 100).depth, 15);
+    EXPECT_EQ(p.shape(s, 6).depth, 6);  // tokens left or context room
+    std::vector<DraftTree> trees{block};
+    std::vector<DraftPolicy::SeqState*> states{&s};
+    const std::vector<double> est = p.estimates(s, block);
+    p.trim(trees, states, 1, 0.01, 1);
+    int best = 0;
+    double best_rate = 1 / (0.01 + cost->target_seconds(1)), gain = 0;
+    for (int n = 1; n <= 15; ++n) {
+      gain += est[size_t(n - 1)];
+      const double rate = (1 + gain) / (0.01 + cost->target_seconds(1 + n));
+      if (rate > best_rate) best_rate = rate, best = n;
+    }
+    EXPECT_EQ(trees[0].size(), best);
+    if (cost == steep) EXPECT_TRUE(best > 1 && best < 15) << best;
+    else EXPECT_EQ(best, 15);
+    EXPECT_EQ(p.shape(s, 100).depth, 15);  // nothing per sequence to adapt
+  }
+}
+
 TEST(DraftPolicy, ShapeSpecsParseAndBadOnesNameTheItem) {
   const DraftPolicyConfig a = parse_draft_shape("auto", -1);
   EXPECT_TRUE(a.adaptive);

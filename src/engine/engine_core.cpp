@@ -268,8 +268,8 @@ void EngineCore::draft(const std::vector<Seq*>& all_decoding, int fixed_tokens) 
   proposer_->propose(requests, &trees);
   const double seconds = since(t0);
   spec_metrics_.draft_seconds += seconds;
-  int levels = 0;
-  for (auto& r : requests) levels = std::max(levels, r.shape.depth);
+  int levels = 0;  // draft forwards: one per level, or one for a whole block
+  for (auto& r : requests) levels = std::max(levels, policy_->config().whole_block ? 1 : r.shape.depth);
   policy_->trim(trees, states, fixed_tokens, seconds, levels);
   for (size_t i = 0; i < decoding.size(); ++i) {
     decoding[i]->tree = std::move(trees[i]);

@@ -178,14 +178,22 @@ void DFlashDraft::store_context(KvCache& cache, int index, const std::vector<Tok
 }
 
 // ctx = hidden_norm(fc(features)); each layer's k_proj / v_proj of it are the context's K/V.
-void DFlashDraft::add_context(ThreadPool& pool, KvCache& cache, SeqId seq, const float* features, int64_t n) const {
-  if (n == 0) return;
+void DFlashDraft::add_context(ThreadPool& pool, KvCache& cache, const std::vector<Context>& chunks) const {
   auto act = scratch_.lease();
-  const int64_t H = cfg_.hidden, kvd = int64_t(cfg_.num_kv_heads) * cfg_.head_dim, start = cache.length(seq);
-  if (!cache.reserve(seq, n)) fail("DFlash draft KV cache is full ({} blocks)", cache.total_blocks());
+  const int64_t H = cfg_.hidden, kvd = int64_t(cfg_.num_kv_heads) * cfg_.head_dim;
+  const int64_t row = int64_t(cfg_.taps.size()) * cfg_.target_hidden;
+  int64_t n = 0;
+  for (const Context& c : chunks) n += c.n;
+  if (n == 0) return;
   std::vector<TokenSlot>& slots = act->slots;
   slots.clear();
-  for (int64_t i = 0; i < n; ++i) slots.push_back(TokenSlot{seq, start + i, start + i});
+  float* features = act->features.get(n * row);
+  for (const Context& c : chunks) {
+    const int64_t start = cache.length(c.seq);
+    if (!cache.reserve(c.seq, c.n)) fail("DFlash draft KV cache is full ({} blocks)", cache.total_blocks());
+    std::copy_n(c.features, c.n * row, features + int64_t(slots.size()) * row);
+    for (int64_t i = 0; i < c.n; ++i) slots.push_back(TokenSlot{c.seq, start + i, start + i});
+  }
   float* fused = act->fused.get(n * H);
   float* ctx = act->ctx.get(n * H);
   kernels::matmul(pool, features, n, fc_, fused);
@@ -198,31 +206,40 @@ void DFlashDraft::add_context(ThreadPool& pool, KvCache& cache, SeqId seq, const
     kernels::matmul(pool, ctx, n, l.v, v, l.v_bias.empty() ? nullptr : l.v_bias.data());
     store_context(cache, i, slots, k, v);
   }
-  cache.commit(seq, n);
+  for (const Context& c : chunks) cache.commit(c.seq, c.n);
 }
 
-void DFlashDraft::draft_block(ThreadPool& pool, KvCache& cache, SeqId seq, int last_token,
-                              std::vector<float>* logits) const {
+void DFlashDraft::draft_blocks(ThreadPool& pool, KvCache& cache, const std::vector<Block>& blocks,
+                               std::vector<float>* logits) const {
   auto act = scratch_.lease();
-  const int64_t B = cfg_.block_size, H = cfg_.hidden, P = cache.length(seq);
-  if (!cache.reserve(seq, B)) fail("DFlash draft KV cache is full ({} blocks)", cache.total_blocks());
-  // Every block token sees the whole context and the whole block: one "tree" of B nodes, each
-  // with every node of the block in its mask.
+  const int64_t B = cfg_.block_size, H = cfg_.hidden, n = int64_t(blocks.size());
+  // Every block token sees its sequence's whole context and whole block: one "tree" of B nodes,
+  // each with every node of the block in its mask.
   const uint64_t all = B == 64 ? ~uint64_t(0) : (uint64_t(1) << B) - 1;
   std::vector<TokenSlot>& slots = act->slots;
   slots.clear();
-  for (int64_t i = 0; i < B; ++i) slots.push_back(TokenSlot{seq, P + i, P + i, P, all});
-  std::vector<int> tokens(size_t(B), cfg_.mask_token_id);
-  tokens[0] = last_token;
-  float* x = act->x.get(B * H);
-  target_.embed(tokens.data(), B, x);
+  std::vector<int> tokens(size_t(n * B), cfg_.mask_token_id);
+  std::vector<int64_t> context(static_cast<size_t>(n));  // each sequence's context length
+  for (int64_t j = 0; j < n; ++j) {
+    const SeqId seq = blocks[size_t(j)].seq;
+    const int64_t P = context[size_t(j)] = cache.length(seq);
+    if (!cache.reserve(seq, B)) fail("DFlash draft KV cache is full ({} blocks)", cache.total_blocks());
+    for (int64_t i = 0; i < B; ++i) slots.push_back(TokenSlot{seq, P + i, P + i, P, all});
+    tokens[size_t(j * B)] = blocks[size_t(j)].last_token;
+  }
+  float* x = act->x.get(n * B * H);
+  target_.embed(tokens.data(), n * B, x);
   for (int i = 0; i < cfg_.num_layers; ++i) layer_forward(pool, cache, i, slots, x, *act);
-  cache.commit(seq, B);
-  cache.truncate(seq, P);  // the block's K/V served this forward only
-  float* normed = act->normed.get((B - 1) * H);
-  kernels::rmsnorm_rows(x + H, B - 1, H, norm_.data(), cfg_.rms_eps, normed);
-  logits->resize(size_t((B - 1) * target_.config().vocab));
-  kernels::matmul(pool, normed, B - 1, target_.lm_head(), logits->data());
+  for (int64_t j = 0; j < n; ++j) {
+    cache.commit(blocks[size_t(j)].seq, B);
+    cache.truncate(blocks[size_t(j)].seq, context[size_t(j)]);  // the block's K/V served this forward only
+  }
+  // Rows 1..B-1 of each block are the drafts (row 0 holds the token already known).
+  float* normed = act->normed.get(n * (B - 1) * H);
+  for (int64_t j = 0; j < n; ++j)
+    kernels::rmsnorm_rows(x + (j * B + 1) * H, B - 1, H, norm_.data(), cfg_.rms_eps, normed + j * (B - 1) * H);
+  logits->resize(size_t(n * (B - 1) * target_.config().vocab));
+  kernels::matmul(pool, normed, n * (B - 1), target_.lm_head(), logits->data());
 }
 
 // A pre-norm Qwen3 layer over the block rows x [T, H], in place; its K/V join the cache at the

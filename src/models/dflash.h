@@ -63,13 +63,31 @@ class DFlashDraft {
   const DFlashConfig& config() const { return cfg_; }
   KvCacheShape kv_shape(int64_t num_blocks, int block_size = 16) const;
 
-  // Appends `n` context tokens to `seq`: `features` [n, taps * target_hidden] are the target's
-  // taps of the tokens at positions cache.length(seq) onwards.
-  void add_context(ThreadPool& pool, KvCache& cache, SeqId seq, const float* features, int64_t n) const;
-  // Drafts the block after the context of `seq` (P = cache.length(seq) tokens): `last_token` at
-  // position P, MASK at P+1..P+B-1. `logits` [B - 1, vocab]: row k - 1 scores position P + k. The
-  // block's keys and values are dropped again.
-  void draft_block(ThreadPool& pool, KvCache& cache, SeqId seq, int last_token, std::vector<float>* logits) const;
+  // `n` context tokens of `seq`: `features` [n, taps * target_hidden] are the target's taps of
+  // the tokens at positions cache.length(seq) onwards.
+  struct Context {
+    SeqId seq;
+    const float* features;
+    int64_t n;
+  };
+  // Appends each sequence's new context, all sequences in one forward.
+  void add_context(ThreadPool& pool, KvCache& cache, const std::vector<Context>& chunks) const;
+  void add_context(ThreadPool& pool, KvCache& cache, SeqId seq, const float* features, int64_t n) const {
+    add_context(pool, cache, {Context{seq, features, n}});
+  }
+  // The block after the context of `seq` (P = cache.length(seq) tokens): `last_token` at
+  // position P, MASK at P+1..P+B-1.
+  struct Block {
+    SeqId seq;
+    int last_token;
+  };
+  // Drafts every sequence's block in one forward (one read of the weights for all): `logits`
+  // [blocks * (B - 1), vocab], block i's row k - 1 scoring its position P + k. The blocks' keys
+  // and values are dropped again.
+  void draft_blocks(ThreadPool& pool, KvCache& cache, const std::vector<Block>& blocks, std::vector<float>* logits) const;
+  void draft_block(ThreadPool& pool, KvCache& cache, SeqId seq, int last_token, std::vector<float>* logits) const {
+    draft_blocks(pool, cache, {Block{seq, last_token}}, logits);
+  }
 
  private:
   // Where the weights come from: the top-level tensors' names and the layers' prefix and naming.
@@ -82,7 +100,7 @@ class DFlashDraft {
   // refuse the tensors its file holds beyond them.
   std::set<std::string> read_weights(const TensorNames& names, const MatrixReader& matrix, const VectorReader& vector);
   struct Scratch {
-    ScratchBuffer x, h, q, k, v, attn, tmp, gate, up, ctx, fused, normed;
+    ScratchBuffer x, h, q, k, v, attn, tmp, gate, up, ctx, fused, normed, features;
     std::vector<TokenSlot> slots;
   };
   void layer_forward(ThreadPool& pool, KvCache& cache, int index, const std::vector<TokenSlot>& slots, float* x,

@@ -1,6 +1,7 @@
 #include "speculation/dflash_proposer.h"
 
 #include <algorithm>
+#include <cmath>
 
 namespace eaglet {
 
@@ -9,6 +10,13 @@ DFlashProposer::DFlashProposer(const DFlashDraft& draft, int64_t kv_blocks, Thre
 
 namespace {
 size_t tap_row(const DFlashConfig& c) { return c.taps.size() * size_t(c.target_hidden); }
+
+// softmax(row)[argmax] = 1 / sum(exp(l - max)).
+double top_probability(const float* row, int vocab, float max) {
+  double sum = 0;
+  for (int v = 0; v < vocab; ++v) sum += std::exp(double(row[v] - max));
+  return 1.0 / sum;
+}
 }  // namespace
 
 void DFlashProposer::begin(SeqId seq, const std::vector<int>& prompt, const float* prompt_taps, int first_token) {
@@ -25,26 +33,38 @@ void DFlashProposer::end(SeqId seq) {
   seqs_.erase(it);
 }
 
-// The context catches up with everything verified, then one block per sequence: its greedy
-// tokens at positions 1..B-1 form the chain.
+// The contexts catch up with everything verified, then one forward drafts every sequence's
+// block: its greedy tokens at positions 1..B-1 form the chain.
 void DFlashProposer::propose(const std::vector<Request>& requests, std::vector<DraftTree>* trees) {
   trees->assign(requests.size(), DraftTree{});
+  const DFlashConfig& c = draft_.config();
+  const size_t row = tap_row(c);
+  std::vector<DFlashDraft::Context> context;
+  std::vector<DFlashDraft::Block> blocks;
+  std::vector<size_t> drafted;  // request index of each block
   for (size_t i = 0; i < requests.size(); ++i) {
     State& s = seqs_.at(requests[i].seq);
-    const size_t row = tap_row(draft_.config());
-    draft_.add_context(pool_, cache_, s.kv, s.pending.data(), int64_t(s.pending.size() / row));
-    s.pending.clear();
-    const TreeShape& shape = requests[i].shape;
-    if (shape.empty()) continue;
-    draft_.draft_block(pool_, cache_, s.kv, s.last, &logits_);
-    const int vocab = int(logits_.size() / size_t(draft_.config().block_size - 1));
-    const int n = std::min({shape.depth, shape.budget, draft_.config().block_size - 1});
-    std::vector<int> chain;
+    context.push_back({s.kv, s.pending.data(), int64_t(s.pending.size() / row)});
+    if (requests[i].shape.empty()) continue;
+    blocks.push_back({s.kv, s.last});
+    drafted.push_back(i);
+  }
+  draft_.add_context(pool_, cache_, context);
+  for (const Request& r : requests) seqs_.at(r.seq).pending.clear();
+  if (blocks.empty()) return;
+  draft_.draft_blocks(pool_, cache_, blocks, &logits_);
+  const int vocab = int(logits_.size() / (blocks.size() * size_t(c.block_size - 1)));
+  for (size_t j = 0; j < blocks.size(); ++j) {
+    const TreeShape& shape = requests[drafted[j]].shape;
+    const int n = std::min({shape.depth, shape.budget, c.block_size - 1});
+    DraftTree& chain = (*trees)[drafted[j]];
+    double path = 1;
     for (int k = 0; k < n; ++k) {
-      const float* r = logits_.data() + size_t(k) * size_t(vocab);
-      chain.push_back(int(std::max_element(r, r + vocab) - r));
+      const float* r = logits_.data() + (j * size_t(c.block_size - 1) + size_t(k)) * size_t(vocab);
+      const float* top = std::max_element(r, r + vocab);
+      path *= top_probability(r, vocab, *top);
+      chain.add(int(top - r), k - 1, float(path));
     }
-    (*trees)[i] = DraftTree::chain(chain);
   }
 }
 

@@ -2,7 +2,8 @@
 // sequence's draft cache holds its context as keys and values; the taps of every position the
 // target verified (the prompt, then each step's root and accepted drafts) join it before the next
 // block is drafted. The block's B - 1 greedy tokens are proposed as a chain, cut to the shape
-// asked for.
+// asked for, each scored with the product of the draft's top probabilities up to it (the auto
+// policy's acceptance estimates start from these).
 #pragma once
 #include <memory>
 #include <unordered_map>
@@ -18,6 +19,7 @@ class DFlashProposer final : public Proposer {
   // `kv_blocks`: draft KV blocks for all sequences together; forwards run on `pool`.
   DFlashProposer(const DFlashDraft& draft, int64_t kv_blocks, ThreadPool& pool);
   std::string name() const override { return "dflash"; }
+  bool scores_drafts() const override { return true; }
   std::vector<int> tap_layers() const override { return draft_.config().taps; }
 
   void begin(SeqId seq, const std::vector<int>& prompt, const float* prompt_taps, int first_token) override;

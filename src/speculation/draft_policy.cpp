@@ -11,7 +11,7 @@ namespace eaglet {
 
 namespace {
 constexpr double kPriorWeight = 4;    // pseudo-observations behind each bin's prior
-constexpr int kDepthBins = 8;         // scored trees: calibration per (depth, probability) bin
+constexpr int kDepthBins = 16;        // scored trees: calibration per (depth, probability) bin
 constexpr size_t kLevelSamples = 9;   // draft-cost samples the median is taken over
 constexpr double kSeqDecay = 0.9;     // per-step decay of a sequence's accepted / predicted sums
 constexpr int kMaxAutoDepth = 8;
@@ -76,8 +76,9 @@ DraftPolicy::SeqState DraftPolicy::new_sequence() const {
 
 TreeShape DraftPolicy::shape(const SeqState& s, int cap) const {
   TreeShape t = cfg_.shape;
-  t.depth = std::min(s.depth, cap);
-  if (probing_) t.depth = std::min(t.depth, 1);  // a probe only refreshes the estimates
+  t.depth = std::min(cfg_.whole_block ? cfg_.shape.depth : s.depth, cap);
+  // A probe only refreshes the estimates; a block draft costs the same forward at any length.
+  if (probing_ && !cfg_.whole_block) t.depth = std::min(t.depth, 1);
   t.topk = std::min(s.topk, cfg_.shape.topk);
   if (t.depth <= 0) return {};
   if (t.topk <= 1) t.budget = std::min(t.budget, t.depth);
@@ -182,11 +183,16 @@ void DraftPolicy::trim(std::vector<DraftTree>& trees, std::vector<SeqState*>& st
       best_taken = taken;
     }
   }
-  // A level is worth drafting when its kept nodes bring more tokens than the step's rate would
-  // produce in the time its draft forward takes.
-  const double level_tokens = best_rate * level_seconds();
+  for (size_t i = 0; i < trees.size(); ++i) trees[i].truncate(best_taken[i]);
+  if (!cfg_.whole_block) adapt_shapes(trees, est, states, best_rate);
+}
+
+// A level is worth drafting when its kept nodes bring more tokens than the step's rate would
+// produce in the time its draft forward takes.
+void DraftPolicy::adapt_shapes(const std::vector<DraftTree>& trees, const std::vector<std::vector<double>>& est,
+                               std::vector<SeqState*>& states, double rate) const {
+  const double level_tokens = rate * level_seconds();
   for (size_t i = 0; i < trees.size(); ++i) {
-    trees[i].truncate(best_taken[i]);
     SeqState& s = *states[i];
     const auto depths = trees[i].depths();
     int kept_depth = 0;

@@ -24,6 +24,10 @@ namespace eaglet {
 struct DraftPolicyConfig {
   bool adaptive = false;  // auto
   TreeShape shape;        // fixed shape, or the largest tree auto may draft
+  // Auto for a block draft (DFlash): one forward drafts the whole chain, so every step asks for
+  // the longest chain the caps allow and trim() alone decides how much of it to verify; there is
+  // no per-sequence depth to adapt.
+  bool whole_block = false;
 };
 
 class DraftPolicy {
@@ -71,6 +75,9 @@ class DraftPolicy {
   static constexpr int kBins = 20;
   int bin(const DraftTree& tree, int node, const std::vector<int>& depths) const;
   double prior(const DraftTree& tree, int node, const std::vector<int>& depths) const;
+  // After a trim at `rate` tokens/s: each sequence's next depth and width (see trim()).
+  void adapt_shapes(const std::vector<DraftTree>& trees, const std::vector<std::vector<double>>& est,
+                    std::vector<SeqState*>& states, double rate) const;
 
   DraftPolicyConfig cfg_;
   std::shared_ptr<const CostModel> cost_;

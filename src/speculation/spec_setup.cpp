@@ -115,6 +115,13 @@ SpecSetup::SpecSetup(const SpecOptions& opts, const Model& target) : opts_(opts)
     EAGLET_CHECK(!opts.draft_dir.empty(), "--spec-method {} needs --draft DIR", method_);
     load_draft(entry->draft, target);
   }
+  // A block draft's one forward proposes up to B - 1 tokens: auto keeps the whole block's chain
+  // (or the depth cap given) and lets the cost model cut it.
+  if (dflash_ && policy_.adaptive) {
+    policy_.whole_block = true;
+    const int block = dflash_->config().block_size - 1;
+    policy_.shape.depth = shape == "auto" ? block : std::min(policy_.shape.depth, block);
+  }
   // Chain-only proposers (n-gram) and targets without tree attention (MiniMax MSA) draft chains.
   const bool trees = entry && entry->trees && target.supports_token_trees();
   if (!trees && !policy_.shape.is_chain()) {
