@@ -10,6 +10,7 @@
 #include "engine/generator.h"
 #include "io/gguf.h"
 #include "kernels/ggml_quant.h"
+#include "models/dflash.h"
 #include "models/eagle3.h"
 #include "support/gguf_writer.h"
 #include "support/test_util.h"
@@ -106,6 +107,31 @@ TEST(GgufFromLlamaCpp, ConvertedEagle3DraftEqualsItsCheckpointBitwise) {
   }
   EXPECT_GT(remapped, 0);  // the fixture's d2t is not the identity
   EXPECT_EQ(draft_outputs(*gguf), draft_outputs(*hf));
+}
+
+// llama.cpp's converter on a DFlash draft (architecture dflash; the target's vocabulary from
+// --target-model-dir, target_layers written as ids + 1, hidden_norm as enc.output_norm, Qwen3
+// q/k not permuted): loaded back, it drafts the checkpoint's block bit for bit.
+TEST(GgufFromLlamaCpp, ConvertedDFlashDraftEqualsItsCheckpointBitwise) {
+  auto target = load_model(data("llama"));
+  auto hf = DFlashDraft::load(data("llama-dflash"), *target);
+  auto gguf = DFlashDraft::load(data("llama-dflash.gguf"), *target);
+  EXPECT_EQ(gguf->config().target_layer_ids, (std::vector<int>{0, 1}));
+  EXPECT_EQ(gguf->config().taps, hf->config().taps);
+  EXPECT_EQ(gguf->config().mask_token_id, 63);
+  EXPECT_EQ(gguf->config().block_size, 4);
+  const int n = 9;
+  const auto features = test::random_normal(size_t(n * 2 * 32), 1.0f, 5);
+  std::vector<std::vector<float>> blocks;
+  for (const DFlashDraft* d : {hf.get(), gguf.get()}) {
+    KvCache cache(d->kv_shape(4));
+    const SeqId seq = cache.create();
+    d->add_context(test::pool(), cache, seq, features.data(), n);
+    blocks.emplace_back();
+    d->draft_block(test::pool(), cache, seq, 17, &blocks.back());
+  }
+  ASSERT_EQ(blocks[0].size(), size_t(3 * 64));
+  EXPECT_EQ(blocks[1], blocks[0]);
 }
 
 TEST(GgufFromLlamaCpp, DraftFilesThatAreNotEagle3DraftsAreNamed) {

@@ -2,7 +2,7 @@
 # apt; no transformers, tqdm or sentencepiece there):
 #   LLAMA_CPP_DIR=/path/to/llama.cpp /usr/bin/python3 tools/llamacpp/convert_hf_to_gguf_debian.py \
 #       HF_DIR --outtype f32|bf16 --outfile OUT.gguf [--target-model-dir TARGET_DIR]
-# (an EAGLE-3 draft needs --target-model-dir: the converter reads the target's config and vocabulary).
+# (an EAGLE-3 or DFlash draft needs --target-model-dir: the converter reads the target's config and vocabulary).
 # The converter itself writes every tensor (names, llama's q/k permutation, shapes, types). Only
 # the vocabulary is written here, from tokenizer.json (an SPM-style BPE with byte fallback, which
 # llama.cpp reads through transformers), or placeholder tokens for test models without one. The

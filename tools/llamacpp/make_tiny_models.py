@@ -1,5 +1,5 @@
-# Tiny random Llama / Qwen2 / Qwen3 checkpoints (F32 safetensors) for llama.cpp's converter: the
-# fixtures of tests/test_gguf_llamacpp.cpp (usage: make_tiny_models.py OUT_DIR).
+# Tiny random Llama / Qwen2 / Qwen3 checkpoints and EAGLE-3 / DFlash drafts (F32 safetensors) for
+# llama.cpp's converter: the fixtures of tests/test_gguf_llamacpp.cpp (usage: make_tiny_models.py OUT_DIR).
 import json, struct, sys, os
 import numpy as np
 
@@ -70,6 +70,32 @@ def make_draft(out, seed):
          (p + "post_attention_layernorm.weight", 1 + r(H))]
     write_safetensors(out + '/model.safetensors', t)
 
+# A DFlash block draft for the tiny llama (z-lab's DFlashDraftModel: Qwen3 layers with q/k norms,
+# fc over the taps of target layers 0 and 1, hidden_norm, norm; no embedding or head of its own).
+def make_dflash(out, seed):
+    rng = np.random.default_rng(seed)
+    H, I, L, nh, nkv, hd, V = 32, 64, 2, 2, 1, 16, 64
+    cfg = {"architectures": ["DFlashDraftModel"], "model_type": "qwen3", "hidden_size": H, "intermediate_size": I,
+           "num_hidden_layers": L, "num_attention_heads": nh, "num_key_value_heads": nkv, "head_dim": hd,
+           "vocab_size": V, "rms_norm_eps": 1e-5, "rope_theta": 10000.0, "max_position_embeddings": 256,
+           "hidden_act": "silu", "tie_word_embeddings": False, "attention_bias": False, "block_size": 4,
+           "num_target_layers": 2, "layer_types": ["full_attention"] * L,
+           "dflash_config": {"block_size": 4, "mask_token_id": 63, "target_layer_ids": [0, 1]}}
+    os.makedirs(out, exist_ok=True)
+    json.dump(cfg, open(out + '/config.json', 'w'), indent=1)
+    r = lambda *s: (rng.standard_normal(s) * 0.2).astype(np.float32)
+    t = [("fc.weight", r(H, 2 * H)), ("hidden_norm.weight", 1 + r(H)), ("norm.weight", 1 + r(H))]
+    for l in range(L):
+        p = f"layers.{l}."
+        t += [(p + "self_attn.q_proj.weight", r(nh * hd, H)), (p + "self_attn.k_proj.weight", r(nkv * hd, H)),
+              (p + "self_attn.v_proj.weight", r(nkv * hd, H)), (p + "self_attn.o_proj.weight", r(H, nh * hd)),
+              (p + "self_attn.q_norm.weight", 1 + r(hd)), (p + "self_attn.k_norm.weight", 1 + r(hd)),
+              (p + "mlp.gate_proj.weight", r(I, H)), (p + "mlp.up_proj.weight", r(I, H)),
+              (p + "mlp.down_proj.weight", r(H, I)), (p + "input_layernorm.weight", 1 + r(H)),
+              (p + "post_attention_layernorm.weight", 1 + r(H))]
+    write_safetensors(out + '/model.safetensors', t)
+
 for i, a in enumerate(["LlamaForCausalLM", "Qwen2ForCausalLM", "Qwen3ForCausalLM"]):
     make(a, sys.argv[1] + '/' + a.replace('ForCausalLM', '').lower(), 11 + i)
 make_draft(sys.argv[1] + '/llama-eagle3', 21)
+make_dflash(sys.argv[1] + '/llama-dflash', 31)
