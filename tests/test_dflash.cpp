@@ -206,7 +206,9 @@ TEST(DFlash, GreedyOutputIsTheTargets) {
   SpecOptions o;
   o.method = "dflash";
   o.draft_dir = d;
-  EXPECT_GT(test::expect_greedy_equal(*r.target, tok, {}, prompts, o, 32, {"k=1", "k=3", "k=7", "k=12"}), 0);
+  EXPECT_GT(test::expect_greedy_equal(*r.target, tok, {}, prompts, o, 32,
+                                      {"k=1", "k=3", "k=7", "k=12", "topk=2,depth=4,budget=8", "topk=3,depth=7,budget=20", "auto"}),
+            0);
   SpecOptions vllm;
   apply_speculative_config(vllm, R"({"method": "dflash", "model": ")" + d + R"(", "num_speculative_tokens": 7})");
   EXPECT_EQ(SpecSetup(vllm, *r.target).describe(), "DFlash draft " + d + " (block 8, chain k=7)");

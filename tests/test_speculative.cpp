@@ -230,7 +230,7 @@ TEST(SpeculativeSampling, GeneratedTokensFollowTheTarget) {
   }
   test::write_dflash_draft(dir.file("dflash"), test::dflash_draft_config(/*mask_token_id=*/5));
   for (const std::string shape : {"eagle3 k=3", "eagle3 topk=3,depth=3,budget=8", "eagle3 auto", "ngram k=3", "dflash k=3",
-                                  "dflash k=7"}) {
+                                  "dflash k=7", "dflash topk=3,depth=3,budget=8"}) {
     SpecOptions so;
     if (shape.rfind("eagle3", 0) == 0) so.draft_dir = dir.file("draft");
     else so.method = shape.substr(0, shape.find(' '));

@@ -1,9 +1,9 @@
 // DFlash proposer: one draft forward per step proposes a whole block (models/dflash.h). Each
 // sequence's draft cache holds its context as keys and values; the taps of every position the
 // target verified (the prompt, then each step's root and accepted drafts) join it before the next
-// block is drafted. The block's B - 1 greedy tokens are proposed as a chain, cut to the shape
-// asked for, each scored with the product of the draft's top probabilities up to it (the auto
-// policy's acceptance estimates start from these).
+// block is drafted. A chain shape gets the block's greedy tokens; a tree shape the best nodes
+// over each position's top-k (SGLang's DFlash trees). Nodes carry their draft path probability,
+// where the auto policy's acceptance estimates start.
 #pragma once
 #include <memory>
 #include <unordered_map>

@@ -77,9 +77,9 @@ DraftPolicy::SeqState DraftPolicy::new_sequence() const {
 TreeShape DraftPolicy::shape(const SeqState& s, int cap) const {
   TreeShape t = cfg_.shape;
   t.depth = std::min(cfg_.whole_block ? cfg_.shape.depth : s.depth, cap);
-  // A probe only refreshes the estimates; a block draft costs the same forward at any length.
+  // A probe only refreshes the estimates; a block draft costs the same forward at any size.
   if (probing_ && !cfg_.whole_block) t.depth = std::min(t.depth, 1);
-  t.topk = std::min(s.topk, cfg_.shape.topk);
+  t.topk = cfg_.whole_block ? cfg_.shape.topk : std::min(s.topk, cfg_.shape.topk);
   if (t.depth <= 0) return {};
   if (t.topk <= 1) t.budget = std::min(t.budget, t.depth);
   return t;

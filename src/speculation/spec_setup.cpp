@@ -36,7 +36,7 @@ std::vector<ProposerEntry>& registry() {
        [](const SpecSetup& s, int64_t, ThreadPool&) {
          return std::make_unique<NgramProposer>(s.options().ngram_max, s.options().ngram_min);
        }},
-      {"dflash", DraftKind::DFlash, false,
+      {"dflash", DraftKind::DFlash, true,
        [](const SpecSetup& s, int64_t blocks, ThreadPool& pool) {
          return std::make_unique<DFlashProposer>(*s.dflash(), blocks, pool);
        }},
@@ -150,7 +150,8 @@ int SpecSetup::max_step_tokens() const {
   if (!enabled()) return 1;
   const TreeShape& s = policy_.shape;
   const int step = 1 + std::max(s.budget, (s.depth - 1) * s.topk);
-  return dflash_ ? std::max(step, dflash_->config().block_size) : step;
+  // A DFlash tree's nodes go to the target only; the draft's cache holds the block.
+  return dflash_ ? std::max(1 + s.budget, dflash_->config().block_size) : step;
 }
 
 std::unique_ptr<Proposer> SpecSetup::new_proposer(int64_t draft_blocks, ThreadPool& pool) const {
