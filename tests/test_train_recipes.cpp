@@ -11,6 +11,7 @@
 
 #include "core/error.h"
 #include "io/mapped_file.h"
+#include "support/synthetic_dflash.h"
 #include "support/test_util.h"
 #include "support/train_fixture.h"
 #include "train/dataset.h"
@@ -237,23 +238,27 @@ TEST(Recipes, DraftInheritsTheTargetsRopeScaling) {
   }
 }
 
-// The main job end to end on a tiny target: training, widening target and draft (a small wide
-// shape here; TinyLlama's by default), the benchmark table, demo.json and demo.svg. Greedy output
-// with any proposer must equal plain decoding, and the draft must have been used.
+// The main job end to end on a tiny target: training, widening target and drafts (a small wide
+// shape here; TinyLlama's by default; a DFlash draft given with --dflash-draft too), the
+// benchmark table, demo.json and demo.svg. Greedy output with any proposer must equal plain
+// decoding, and the drafts must have been used.
 TEST(Demo, TrainsWidensBenchmarksAndDraws) {
   TrainFixture f;
-  const std::string out = f.dir.file("demo");
+  const std::string out = f.dir.file("demo"), dflash = f.dir.file("dflash");
+  test::write_dflash_draft(dflash, test::dflash_draft_config());
   auto r = test::run_command(test::eaglet_binary() + " demo -m " + f.target + " --data " + f.data + " --output " + out +
-                             " --steps 8 --num-samples 40 --eval-prompts 3 --max-tokens 8 --threads 2"
-                             " --widen hidden=96,heads=8,kv_heads=2,head_dim=32,intermediate=160,layers=6 2>&1");
+                             " --steps 8 --num-samples 40 --eval-prompts 3 --max-tokens 8 --threads 2 --dflash-draft " +
+                             dflash + " --widen hidden=96,heads=8,kv_heads=2,head_dim=32,intermediate=160,layers=6 2>&1");
   ASSERT_EQ(r.exit_code, 0) << r.output;
-  for (const char* m : {"target only", "n-gram lookup", "EAGLE-3, chain of 3", "EAGLE-3, auto shape"})
+  for (const char* m : {"target only", "n-gram lookup", "EAGLE-3, chain of 3", "EAGLE-3, auto shape", "DFlash, chain of 7",
+                        "DFlash, auto shape"})
     EXPECT_NE(r.output.find(m), std::string::npos) << m << "\n" << r.output;
   const auto wide = nlohmann::json::parse(std::ifstream(out + "/wide-target/config.json"));
   EXPECT_EQ(wide["hidden_size"], 96);
   EXPECT_EQ(wide["num_hidden_layers"], 6);
+  EXPECT_EQ(nlohmann::json::parse(std::ifstream(out + "/wide-dflash/config.json"))["hidden_size"], 96);
   const auto report = nlohmann::json::parse(std::ifstream(out + "/demo.json"));
-  ASSERT_EQ(report["methods"].size(), 4u);
+  ASSERT_EQ(report["methods"].size(), 6u);
   EXPECT_EQ(report["prompts"], 3);
   for (auto& m : report["methods"]) {
     EXPECT_EQ(m["identical"], 3) << m.dump();
@@ -261,6 +266,7 @@ TEST(Demo, TrainsWidensBenchmarksAndDraws) {
   }
   EXPECT_EQ(report["methods"][2]["acceptance_by_position"].size(), 3u);
   EXPECT_GT(report["methods"][2]["drafted_tokens"].get<int64_t>(), 0);  // the wide draft ran
+  EXPECT_GT(report["methods"][4]["drafted_tokens"].get<int64_t>(), 0);  // and the wide DFlash draft
   std::ifstream svg(out + "/demo.svg");
   const std::string picture((std::istreambuf_iterator<char>(svg)), std::istreambuf_iterator<char>());
   EXPECT_NE(picture.find("<svg"), std::string::npos);
@@ -270,6 +276,10 @@ TEST(Demo, TrainsWidensBenchmarksAndDraws) {
   r = test::run_command(test::eaglet_binary() + " demo -m " + f.target + " --output " + out + " --widen hidden=96,layers=x 2>&1");
   EXPECT_NE(r.exit_code, 0);
   EXPECT_NE(r.output.find("--widen: layers needs an integer"), std::string::npos) << r.output;
+  r = test::run_command(test::eaglet_binary() + " demo -m " + f.target + " --output " + out + " --dflash-draft " + out +
+                        "/nowhere 2>&1");
+  EXPECT_NE(r.exit_code, 0);
+  test::expect_mentions(r.output, {"--dflash-draft", "nowhere", "config.json"});
 }
 
 }  // namespace

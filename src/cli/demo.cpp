@@ -1,7 +1,8 @@
 // `eaglet demo`: the whole pipeline in a few minutes. Target (-m DIR, else the built-in model)
 // -> regeneration -> online draft training -> (small Llama targets: target and draft widened to a
 // 1B shape that computes the same function) -> benchmark of plain decoding, n-gram lookup and the
-// new EAGLE-3 draft on prompts the draft never saw, printed as one table and drawn as demo.svg.
+// new EAGLE-3 draft (and, with --dflash-draft, a DFlash draft) on prompts the draft never saw,
+// printed as one table and drawn as demo.svg.
 #include <spdlog/spdlog.h>
 
 #include <cstdio>
@@ -38,6 +39,7 @@ struct DemoOptions {
   int eval_prompts = 12;
   int max_tokens = 64;
   std::string widen = "auto";
+  std::string dflash_draft;  // a DFlash draft trained for the same target, benchmarked beside EAGLE-3
 };
 
 // Text for the built-in model (or when ../shared is absent): short story openings.
@@ -123,11 +125,11 @@ TrainConfig demo_train_config(const DemoOptions& o, const std::string& data) {
 // (--widen) both widened to a memory-bound size that computes the same function.
 struct DemoPair {
   CommonOptions target;
-  std::string draft;
+  std::string draft, dflash;  // dflash: "" without --dflash-draft
 };
 
 DemoPair demo_pair(const DemoOptions& o, const TrainSummary& ts, const std::optional<WidenShape>& wide_shape) {
-  DemoPair p{o.common, ts.export_dir};
+  DemoPair p{o.common, ts.export_dir, o.dflash_draft};
   if (!wide_shape) return p;
   const std::string wt = o.output + "/wide-target", wd = o.output + "/wide-draft";
   spdlog::info("demo: widening target and draft to hidden {}, {} layers (same function) in {}, {}", wide_shape->hidden,
@@ -136,6 +138,10 @@ DemoPair demo_pair(const DemoOptions& o, const TrainSummary& ts, const std::opti
   widen_eagle3(ts.export_dir, wt, wd, *wide_shape);
   p.target.model_dir = wt;
   p.draft = wd;
+  if (!o.dflash_draft.empty()) {
+    p.dflash = o.output + "/wide-dflash";
+    widen_dflash(o.dflash_draft, wt, p.dflash, *wide_shape);
+  }
   MappedFile::set_read_into_memory(true);  // steadier decode than page-cache mappings (docs/engine.md)
   return p;
 }
@@ -218,6 +224,8 @@ void run_demo(const DemoOptions& o) {
   if (data.empty()) data = (!o.common.model_dir.empty() && file_exists(shared_stories)) ? shared_stories : builtin_texts_file(o.output);
   spdlog::info("demo: data {}", data);
   const auto wide_shape = demo_widen_shape(o);  // a bad --widen fails before training
+  if (!o.dflash_draft.empty() && !file_exists(o.dflash_draft + "/config.json"))
+    fail("--dflash-draft {}: no config.json there (a DFlashDraftModel directory)", o.dflash_draft);
   const TrainSummary ts = run_training(demo_train_config(o, data));
   const DemoPair pair = demo_pair(o, ts, wide_shape);
   const auto pool = make_thread_pool(o.common.threads);
@@ -238,6 +246,19 @@ void run_demo(const DemoOptions& o) {
                                  {"n-gram lookup", &ngram, {}},
                                  {"EAGLE-3, chain of 3", &eagle, {}},
                                  {"EAGLE-3, auto shape", &eagle_auto, {}}};
+  // --dflash-draft: the block draft beside it, as a chain of 7 and under the cost model.
+  std::unique_ptr<SpecSetup> dflash_chain, dflash_auto;
+  if (!pair.dflash.empty()) {
+    SpecOptions df;
+    df.method = "dflash";
+    df.draft_dir = pair.dflash;
+    df.num_speculative_tokens = 7;
+    dflash_chain = std::make_unique<SpecSetup>(df, *b.model);
+    df.num_speculative_tokens = -1;
+    dflash_auto = std::make_unique<SpecSetup>(df, *b.model);
+    methods.push_back({"DFlash, chain of 7", dflash_chain.get(), {}});
+    methods.push_back({"DFlash, auto shape", dflash_auto.get(), {}});
+  }
   run_methods(*pool, b, prompts, o.max_tokens, methods);
   report_methods(o, b, pool->size(), ts, pair.draft, prompts.size(), methods);
 }
@@ -247,6 +268,9 @@ void add_demo(CLI::App& app) {
   auto o = std::make_shared<DemoOptions>();
   CLI::App* cmd = app.add_subcommand("demo", "target -> online EAGLE-3 training -> speculative decoding benchmark");
   add_common_options(cmd, &o->common);
+  cmd->add_option("--dflash-draft", o->dflash_draft,
+                  "a DFlash draft trained for the same target (e.g. examples/stories260k/dflash.yaml's export), "
+                  "widened with it and benchmarked beside the EAGLE-3 draft");
   cmd->add_option("--data", o->data, "training texts (default: TinyStories from ../shared with -m, else built-in)");
   cmd->add_option("--output", o->output, "run directory (checkpoints, export)");
   cmd->add_option("--steps", o->steps, "training steps")->check(CLI::PositiveNumber);
