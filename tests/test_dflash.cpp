@@ -7,6 +7,7 @@
 #include <filesystem>
 #include <fstream>
 #include <map>
+#include <set>
 #include <nlohmann/json.hpp>
 
 #include "core/error.h"
@@ -14,6 +15,7 @@
 #include "kernels/ops.h"
 #include "io/safetensors.h"
 #include "models/dflash.h"
+#include "speculation/dflash_proposer.h"
 #include "models/model.h"
 #include "speculation/spec_setup.h"
 #include "support/gguf_writer.h"
@@ -197,6 +199,52 @@ TEST(DFlash, LlamaCppGgufLoadsBitwiseAsTheCheckpoint) {
 
 // Served through the engine (--spec-method dflash): greedy output is the target's token for token
 // with every chain length, including more than a block holds (cut to B - 1 = 7).
+// One block, two shapes: the chain is the block's greedy tokens; a tree over the positions'
+// top-k starts down that chain (its path of first children), adds each position's runner-up where its path
+// probability ranks, in best-first order (scores never rise), and two sequences drafted together
+// get what each gets alone.
+TEST(DFlash, BlockTreesAreBestFirstOverEachPositionsTopK) {
+  Rig r;
+  auto draft = DFlashDraft::load(r.draft(), *r.target);
+  const int width = 2 * 48, n = 6;
+  // Sequence i's prompt taps and first token come from input[i] (seeded), its shape from shapes[i].
+  auto propose = [&](const std::vector<int>& input, const std::vector<TreeShape>& shapes) {
+    DFlashProposer p(*draft, 16, test::pool());
+    std::vector<Proposer::Request> requests;
+    for (size_t i = 0; i < shapes.size(); ++i) {
+      const auto taps = test::random_normal(size_t(n * width), 1.0f, uint64_t(40 + input[i]));
+      p.begin(SeqId(i), std::vector<int>(size_t(n), 7), taps.data(), 11 + input[i]);
+      requests.push_back({SeqId(i), shapes[i]});
+    }
+    std::vector<DraftTree> trees;
+    p.propose(requests, &trees);
+    return trees;
+  };
+  const DraftTree chain = propose({0}, {TreeShape::chain(5)})[0];
+  const DraftTree tree = propose({0}, {TreeShape{3, 5, 12}})[0];
+  ASSERT_EQ(chain.size(), 5);
+  ASSERT_EQ(tree.size(), 12);
+  std::vector<int> first_path;  // the tree's path of first children
+  for (int node = 0, parent = -1; node < tree.size(); ++node)
+    if (tree.parents[size_t(node)] == parent && int(first_path.size()) == tree.depths()[size_t(node)] - 1) {
+      first_path.push_back(tree.tokens[size_t(node)]);
+      parent = node;
+    }
+  ASSERT_GE(first_path.size(), 2u);
+  EXPECT_EQ(first_path, std::vector<int>(chain.tokens.begin(), chain.tokens.begin() + long(first_path.size())));
+  for (int i = 1; i < tree.size(); ++i) {
+    EXPECT_LE(tree.scores[size_t(i)], tree.scores[size_t(i - 1)]) << "node " << i;
+    EXPECT_LT(tree.parents[size_t(i)], i);
+  }
+  std::set<std::pair<int, int>> siblings;  // (parent, token): no token twice under one parent
+  for (int i = 0; i < tree.size(); ++i) EXPECT_TRUE(siblings.insert({tree.parents[size_t(i)], tree.tokens[size_t(i)]}).second);
+  const DraftTree other = propose({1}, {TreeShape{3, 5, 12}})[0];
+  const auto both = propose({0, 1}, {TreeShape::chain(5), TreeShape{3, 5, 12}});
+  EXPECT_EQ(both[0].tokens, chain.tokens);
+  EXPECT_EQ(both[1].tokens, other.tokens);
+  EXPECT_EQ(both[1].parents, other.parents);
+}
+
 TEST(DFlash, GreedyOutputIsTheTargets) {
   Rig r;
   const std::string d = r.draft();
