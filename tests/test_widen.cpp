@@ -5,6 +5,7 @@
 
 #include <cmath>
 #include <fstream>
+#include <functional>
 #include <nlohmann/json.hpp>
 
 #include "core/error.h"
@@ -90,6 +91,25 @@ TEST_P(WidenTarget, SameLogitsAndHiddenStates) {
 INSTANTIATE_TEST_SUITE_P(Embeddings, WidenTarget, ::testing::Values(false, true),
                          [](const auto& info) { return info.param ? "tied" : "untied"; });
 
+// A 6-layer tiny target widened to 11 layers with the draft `write_draft` writes into `draft`:
+// both sides loaded (the drafts by the caller, which knows their kind).
+struct WidenedPair {
+  test::TempDir dir;
+  test::TinyModelSpec ts;
+  std::unique_ptr<Model> small, wide;
+  explicit WidenedPair(const std::function<void(const std::string& draft)>& write_draft) {
+    ts.layers = 6;
+    test::write_tiny_model(dir.file("small"), ts);
+    write_draft(dir.file("draft"));
+    WidenShape s = test_shape();
+    s.layers = 11;
+    widen_llama(dir.file("small"), dir.file("wide"), s);
+    widen_draft(dir.file("draft"), dir.file("wide"), dir.file("wide_draft"), s);
+    small = load_model(dir.file("small"));
+    wide = load_model(dir.file("wide"));
+  }
+};
+
 struct DraftVariant {
   std::string name;
   test::DraftSpec spec;
@@ -99,18 +119,9 @@ class WidenDraft : public ::testing::TestWithParam<DraftVariant> {};
 // The wide draft fed the wide target's taps gives the small draft's logits fed the small target's.
 TEST_P(WidenDraft, SameDraftLogits) {
   const test::DraftSpec ds = GetParam().spec;
-  test::TempDir dir;
-  test::TinyModelSpec ts;
-  ts.layers = 6;
-  test::write_tiny_model(dir.file("small"), ts);
-  test::write_draft(dir.file("draft"), ds);
-  WidenShape s = test_shape();
-  s.layers = 11;
-  widen_llama(dir.file("small"), dir.file("wide"), s);
-  widen_eagle3(dir.file("draft"), dir.file("wide"), dir.file("wide_draft"), s);
-  auto small = load_model(dir.file("small")), wide = load_model(dir.file("wide"));
-  auto d_small = Eagle3Draft::load(dir.file("draft"), *small), d_wide = Eagle3Draft::load(dir.file("wide_draft"), *wide);
-  const auto tokens = prompt(ts.vocab);
+  WidenedPair p([&](const std::string& d) { test::write_draft(d, ds); });
+  auto d_small = Eagle3Draft::load(p.dir.file("draft"), *p.small), d_wide = Eagle3Draft::load(p.dir.file("wide_draft"), *p.wide);
+  const auto tokens = prompt(p.ts.vocab);
   const int T = int(tokens.size()) - 1;
   auto draft_logits = [&](Model& m, const Eagle3Draft& d) {
     const ForwardRun r = forward_all(m, tokens, d.config().aux_layers);
@@ -122,7 +133,7 @@ TEST_P(WidenDraft, SameDraftLogits) {
               next.data(), &logits, /*all_logits=*/true);
     return logits;
   };
-  expect_close(draft_logits(*wide, *d_wide), draft_logits(*small, *d_small), "draft logits");
+  expect_close(draft_logits(*p.wide, *d_wide), draft_logits(*p.small, *d_small), "draft logits");
 }
 
 DraftVariant variant(const std::string& name, std::function<void(test::DraftSpec&)> f) {
@@ -147,22 +158,13 @@ INSTANTIATE_TEST_SUITE_P(
 // beside its target drafts the same block: the wide block's logits fed the wide target's taps
 // equal the small one's.
 TEST(WidenDFlash, SameBlockLogits) {
-  test::TempDir dir;
-  test::TinyModelSpec ts;
-  ts.layers = 6;
-  test::write_tiny_model(dir.file("small"), ts);
-  test::write_dflash_draft(dir.file("draft"), test::dflash_draft_config());
-  WidenShape s = test_shape();
-  s.layers = 11;
-  widen_llama(dir.file("small"), dir.file("wide"), s);
-  widen_draft(dir.file("draft"), dir.file("wide"), dir.file("wide_draft"), s);
-  auto small = load_model(dir.file("small")), wide = load_model(dir.file("wide"));
-  auto d_small = DFlashDraft::load(dir.file("draft"), *small), d_wide = DFlashDraft::load(dir.file("wide_draft"), *wide);
+  WidenedPair p([](const std::string& d) { test::write_dflash_draft(d, test::dflash_draft_config()); });
+  auto d_small = DFlashDraft::load(p.dir.file("draft"), *p.small), d_wide = DFlashDraft::load(p.dir.file("wide_draft"), *p.wide);
   const std::vector<int> live = widened_live_layers(6, 11);
   EXPECT_EQ(d_wide->config().target_layer_ids, (std::vector<int>{live[0], live[2]}));
   EXPECT_EQ(d_wide->config().hidden, 96);
   EXPECT_EQ(d_wide->config().block_size, d_small->config().block_size);
-  const auto tokens = prompt(ts.vocab);
+  const auto tokens = prompt(p.ts.vocab);
   auto block_logits = [&](Model& m, const DFlashDraft& d) {
     const ForwardRun r = forward_all(m, tokens, d.config().taps);
     KvCache cache(d.kv_shape(4));
@@ -172,7 +174,7 @@ TEST(WidenDFlash, SameBlockLogits) {
     d.draft_block(test::pool(), cache, seq, tokens.back(), &logits);
     return logits;
   };
-  expect_close(block_logits(*wide, *d_wide), block_logits(*small, *d_small), "block logits");
+  expect_close(block_logits(*p.wide, *d_wide), block_logits(*p.small, *d_small), "block logits");
 }
 
 TEST(Widen, RefusesWhatItCannotWidenByName) {
