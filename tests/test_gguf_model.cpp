@@ -10,6 +10,8 @@
 #include "core/thread_pool.h"
 #include "engine/generator.h"
 #include "io/gguf.h"
+#include "io/mapped_file.h"
+#include "models/gguf_weights.h"
 #include "tokenizer/tokenizer.h"
 #include "support/gguf_writer.h"
 #include "support/test_util.h"
@@ -60,6 +62,32 @@ TEST_P(GgufModel, LoadsAsTheSameModelInF32Q8_0AndQ4_0) {
     EXPECT_EQ(logits(*q), logits(*hq)) << f;
     EXPECT_NE(logits(*q), logits(*hf)) << f;  // it did quantise
   }
+}
+
+// Blocks interleaved at load give their pages of the file back at once (a Q4_0 file is not held
+// twice), a released tensor is not handed out again, and nothing reads the released bytes: a file
+// read into memory reads zeros there, yet gives the logits of the mapped file.
+TEST(GgufModel, InterleavedBlocksGiveTheirFileMemoryBack) {
+  test::TempDir d;
+  test::TinyModelSpec spec = spec_for("llama");
+  spec.intermediate = 1024;  // Q4_0 matrices spanning whole pages
+  test::write_tiny_model(d.file("hf"), spec);
+  test::write_gguf_from_hf(d.file("hf"), d.file("q4.gguf"), kernels::GgmlType::Q4_0);
+  auto file = std::make_shared<const GgufFile>(d.file("q4.gguf"));
+  WeightStore store;
+  GgufWeights w(file, &store);
+  const std::string gate = "blk.0.ffn_gate.weight";
+  const kernels::WeightView v = w.matrix(gate, spec.intermediate, spec.hidden);
+  if (v.data == file->get(gate).data) GTEST_SKIP() << "the active kernels read Q4_0 blocks in place (nothing copied)";
+  EXPECT_GE(store.released_bytes(), 4096u);
+  test::expect_mentions(test::error_of([&] { w.matrix(gate, spec.intermediate, spec.hidden); }), {gate, "released"});
+
+  const std::vector<float> mapped = logits(*load_model(d.file("q4.gguf")));
+  MappedFile::set_read_into_memory(true);
+  struct Restore {
+    ~Restore() { MappedFile::set_read_into_memory(false); }
+  } restore;
+  EXPECT_EQ(logits(*load_model(d.file("q4.gguf"))), mapped);
 }
 
 // A GGUF file carrying its own tokenizer (llama.cpp's SentencePiece test vocabulary) runs through

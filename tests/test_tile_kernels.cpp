@@ -9,7 +9,10 @@
 #include "core/cpu_features.h"
 #include "core/thread_pool.h"
 #include "engine/model_bundle.h"
+#include "io/mapped_file.h"
 #include "io/safetensors.h"
+#include "models/prefill.h"
+#include "models/weights.h"
 #include "kernels/bf16_pairs.h"
 #include "kernels/isa_table.h"
 #include "kernels/ops.h"
@@ -191,6 +194,46 @@ TEST_F(PackedDispatch, SpeculativeGreedyEqualsPlainGreedyOnTheTileModel) {
   eagle.draft_dir = dir.file("draft");
   test::expect_greedy_equal(*b.model, b.tokenizer, b.eos_ids, prompts, eagle, 24,
                             {"k=1", "k=3", "topk=4,depth=3,budget=12", "auto"});
+}
+
+// Matrices packed at load give their checkpoint memory back at once, so a packed BF16 model is
+// never held twice; the packed copies keep the file's values and a released tensor is not handed
+// out again. A checkpoint read into memory reads zeros where it was released, so a model that
+// still read those bytes would not keep the logits of the scalar table's load, which packs (and
+// releases) nothing.
+TEST_F(PackedDispatch, PackedCopiesGiveTheirCheckpointMemoryBack) {
+  test::TempDir dir;
+  test::TinyModelSpec ts;
+  ts.intermediate = 256;  // matrices spanning whole pages
+  ts.dtype = DType::BF16;
+  test::write_tiny_model(dir.file("m"), ts);
+  auto ck = std::make_shared<Checkpoint>(Checkpoint::open_dir(dir.file("m")));
+  WeightStore store(ck);
+  const std::string gate = "model.layers.0.mlp.gate_proj.weight";
+  const WeightView w = store.matrix(gate, ts.intermediate, ts.hidden);
+  ASSERT_EQ(w.layout, Layout::Bf16Pairs16);
+  EXPECT_GE(store.released_bytes(), 4096u);
+  test::expect_mentions(test::error_of([&] { ck->get(gate); }), {gate, "released"});
+  const Checkpoint fresh = Checkpoint::open_dir(dir.file("m"));  // the file mapped anew
+  const TensorInfo& file = fresh.get(gate);
+  std::vector<float> packed_row(size_t(ts.hidden)), file_row(size_t(ts.hidden));
+  read_row(w, 3, packed_row.data());
+  to_f32(DType::BF16, file.data + 3 * ts.hidden * 2, file_row.data(), ts.hidden);
+  EXPECT_EQ(packed_row, file_row);
+
+  MappedFile::set_read_into_memory(true);
+  struct Restore {
+    ~Restore() { MappedFile::set_read_into_memory(false); }
+  } restore;
+  auto logits = [&](Model& m) {
+    KvCache cache(m.kv_shape(4));
+    return prefill(test::pool(), m, cache, cache.create(), {1, 5, 9, 14, 3, 27, 40}, 7);
+  };
+  const std::vector<float> packed = logits(*load_model(dir.file("m")));
+  set_table_override(&scalar_table());
+  const std::vector<float> plain = logits(*load_model(dir.file("m")));
+  ASSERT_EQ(packed.size(), plain.size());
+  for (size_t i = 0; i < plain.size(); ++i) ASSERT_NEAR(packed[i], plain[i], 1e-3f * (1 + std::fabs(plain[i]))) << i;
 }
 
 // The real pairs kernels, where this CPU has them (AMX tiles; AVX-512 BF16's vdpbf16ps): within

@@ -74,6 +74,13 @@ MappedFile::MappedFile(const std::string& path, size_t aligned_offset) : path_(p
   ::close(fd);
 }
 
+size_t release_pages(const void* p, size_t n) {
+  const uintptr_t page = uintptr_t(::sysconf(_SC_PAGESIZE));
+  const uintptr_t begin = (uintptr_t(p) + page - 1) & ~(page - 1), end = (uintptr_t(p) + n) & ~(page - 1);
+  if (end <= begin || ::madvise(reinterpret_cast<void*>(begin), end - begin, MADV_DONTNEED) != 0) return 0;
+  return end - begin;
+}
+
 MappedFile::~MappedFile() {
   if (region_) ::munmap(region_, region_size_);
 }

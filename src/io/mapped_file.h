@@ -39,6 +39,12 @@ class MappedFile {
   size_t size_ = 0, region_size_ = 0;
 };
 
+// Gives the pages wholly inside [p, p + n) of a mapping back to the system (the bytes of a
+// tensor that was copied at load). A file mapping reads them again from the page cache if they
+// are touched; memory a file was read into reads zeros: so only for bytes nothing reads again.
+// Returns the bytes released.
+size_t release_pages(const void* p, size_t n);
+
 // Whole-file reads for small text files; `.gz` files are inflated with zlib.
 std::string read_text_file(const std::string& path);
 // Fails naming `path` when it exists but is not a regular file (a FIFO would block a reader

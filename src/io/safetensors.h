@@ -5,6 +5,7 @@
 #include <functional>
 #include <map>
 #include <memory>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -51,11 +52,15 @@ class Checkpoint {
                         std::initializer_list<DType> allowed = {}) const;
   std::vector<std::string> names() const;
   const std::string& where() const { return where_; }
+  // Gives `name`'s memory back (release_pages) once a model holds its own copy; get() of it
+  // fails from then on. Returns the bytes released.
+  size_t release(const std::string& name);
 
  private:
   std::string where_;
   std::vector<std::shared_ptr<SafetensorsFile>> files_;
   std::map<std::string, const TensorInfo*> index_;
+  std::set<std::string> released_;
 };
 
 // Writes tensors to a safetensors file (for tests, synthetic checkpoints and exports).

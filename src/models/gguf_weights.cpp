@@ -73,10 +73,22 @@ kernels::WeightView GgufWeights::matrix(const std::string& name, int64_t rows, i
   else if (blocks != kernels::QuantScheme::None && !floats) v = {DType::U8, t.data, rows, cols, blocks};
   else v = store_->own(decoded(t), rows, cols);  // F16, and block tables read as floats (embeddings)
   if (heads > 0) v = unpermute(v, heads);
-  return store_->packed(v);
+  v = store_->packed(v);
+  if (v.data != t.data) copied(t);
+  return v;
 }
 
-std::vector<float> GgufWeights::vector(const std::string& name, int64_t n) { return decoded(shaped(name, {n})); }
+std::vector<float> GgufWeights::vector(const std::string& name, int64_t n) {
+  const GgufTensor& t = shaped(name, {n});
+  std::vector<float> out = decoded(t);
+  copied(t);
+  return out;
+}
+
+void GgufWeights::copied(const GgufTensor& t) {
+  released_.insert(t.name);
+  store_->count_released(release_pages(t.data, t.nbytes));
+}
 
 std::vector<int64_t> GgufWeights::ints(const std::string& name, int64_t n) {
   const GgufTensor& t = f_->get(name);
@@ -100,6 +112,8 @@ std::vector<int64_t> GgufWeights::ints(const std::string& name, int64_t n) {
 
 const GgufTensor& GgufWeights::shaped(const std::string& name, const std::vector<int64_t>& dims) const {
   const GgufTensor& t = f_->get(name);
+  if (released_.count(name))
+    fail("{}: tensor '{}' was read after the model released its memory (internal error)", f_->path(), name);
   if (t.dims != dims)
     fail("{}: tensor '{}' has GGUF shape {}, expected {}", f_->path(), name, dims_str(t.dims), dims_str(dims));
   const kernels::GgmlTypeInfo* info = kernels::ggml_type_info(t.type);

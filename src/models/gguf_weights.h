@@ -5,6 +5,7 @@
 // errors name the file and the tensor.
 #pragma once
 #include <memory>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -40,9 +41,13 @@ class GgufWeights {
  private:
   const GgufTensor& shaped(const std::string& name, const std::vector<int64_t>& dims) const;
   kernels::WeightView unpermute(kernels::WeightView v, int heads);
+  // A tensor read into a copy (interleaved blocks, decoded floats) gives its pages of the file
+  // back at once, as WeightStore does for safetensors; reading it again is an internal error.
+  void copied(const GgufTensor& t);
 
   std::shared_ptr<const GgufFile> f_;
   WeightStore* store_;
+  std::set<std::string> released_;
 };
 
 }  // namespace eaglet

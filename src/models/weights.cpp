@@ -14,10 +14,15 @@ kernels::WeightView WeightStore::matrix(const std::string& name, int64_t rows, i
   if (t.dtype == DType::F16) {
     std::vector<float> f(size_t(rows * cols));
     kernels::to_f32(t.dtype, t.data, f.data(), rows * cols);
+    copied(name);
     return own(std::move(f), rows, cols);
   }
-  return packed(kernels::WeightView{t.dtype, t.data, rows, cols});
+  const kernels::WeightView v = packed(kernels::WeightView{t.dtype, t.data, rows, cols});
+  if (v.data != t.data) copied(name);
+  return v;
 }
+
+void WeightStore::copied(const std::string& name) { released_bytes_ += ckpt_->release(name); }
 
 kernels::WeightView WeightStore::packed(const kernels::WeightView& w) {
   kernels::PackedWeight p = kernels::pack(w);
@@ -46,13 +51,17 @@ kernels::WeightView WeightStore::fp8_matrix(const TensorInfo& t, int64_t rows, i
   v.quant = fp8_scheme_;
   v.scales = s.data;
   v.scale_bytes = s.nbytes;
-  return packed(v);
+  const kernels::WeightView p = packed(v);
+  if (p.data != t.data) copied(t.name);
+  if (p.scales != s.data) copied(scale_name);
+  return p;
 }
 
 std::vector<float> WeightStore::vector(const std::string& name, int64_t n) {
   const TensorInfo& t = ckpt_->get(name, {n}, {DType::F32, DType::BF16, DType::F16});
   std::vector<float> out(static_cast<size_t>(n));
   kernels::to_f32(t.dtype, t.data, out.data(), n);
+  copied(name);
   return out;
 }
 

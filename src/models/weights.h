@@ -1,8 +1,9 @@
 // Turns checkpoint tensors into kernel views, in the layout the active kernels read
-// (kernels::pack). F32, FP8 (e4m3 + `weight_scale_inv`) and, except under AMX, BF16 matrices are
-// used straight from the memory map; F16 is widened to F32 once at load (no F16 kernels). Then
-// nothing but headers is read at load, so experts never routed to are never paged in; AMX's
-// packed BF16 copies read every matrix once at load.
+// (kernels::pack). Matrices the active kernels read as stored (F32, row-major BF16 on AVX2, FP8
+// e4m3 + `weight_scale_inv`) are used straight from the memory map, so nothing but headers is read
+// at load and experts never routed to are never paged in. Matrices packed at load (BF16 pairs for
+// AVX-512 BF16 and AMX) and F16 (widened to F32: no F16 kernels) are copied once, and the
+// checkpoint's pages under each copy are given back at once, so a model is never held twice.
 #pragma once
 #include <deque>
 #include <memory>
@@ -31,8 +32,12 @@ class WeightStore {
   kernels::WeightView own(std::vector<float> data, int64_t rows, int64_t cols);
   // Adopts raw bytes (re-ordered or converted tensors) and returns where they live.
   const uint8_t* own_bytes(std::vector<uint8_t> bytes);
+  // Checkpoint bytes given back after they were copied (packed, converted; see copied()).
+  size_t released_bytes() const { return released_bytes_; }
+  void count_released(size_t bytes) { released_bytes_ += bytes; }
   // Keeps `owner` (e.g. the mapped GGUF file the views point into) alive as long as the store.
   void hold(std::shared_ptr<const void> owner) { held_.push_back(std::move(owner)); }
+
   // `w` re-stored as GGUF blocks of `scheme` (Q8_0 / Q4_0; w.cols a multiple of 32), rows split
   // over `pool`.
   kernels::WeightView quantized(const kernels::WeightView& w, kernels::QuantScheme scheme, ThreadPool& pool);
@@ -41,6 +46,10 @@ class WeightStore {
   kernels::WeightView fp8_matrix(const TensorInfo& t, int64_t rows, int64_t cols);
 
   std::shared_ptr<Checkpoint> ckpt_;
+  // A checkpoint tensor read into a copy (packed, converted) gives its memory back at once, so a
+  // packed BF16 model is never held twice, not even while it loads; reading it again is an error.
+  void copied(const std::string& name);
+  size_t released_bytes_ = 0;
   kernels::QuantScheme fp8_scheme_ = kernels::QuantScheme::None;
   std::deque<std::vector<float>> owned_;
   std::deque<std::vector<uint8_t>> owned_bytes_;
