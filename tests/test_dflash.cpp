@@ -57,46 +57,100 @@ TEST(DFlash, ConfigReadsPublishedLayouts) {
   j["dflash_config"].erase("target_layer_ids");
   j["num_target_layers"] = 36;
   j["num_hidden_layers"] = 5;
+  j["layer_types"] = std::vector<std::string>(5, "full_attention");
   c = parse_dflash_config(JsonConfig(j, "draft/config.json"), 36, 48);
   EXPECT_EQ(c.block_size, 16);
   EXPECT_EQ(c.target_layer_ids, (std::vector<int>{1, 9, 17, 25, 33}));  // Qwen3-4B-DFlash-b16's
 }
 
+// Sliding-window and causal layers as vLLM resolves them, and the export says the same again.
+TEST(DFlash, SlidingAndCausalLayersResolveAsVllmAndExportAlike) {
+  auto layers = [](const nlohmann::json& j) {
+    const DFlashConfig c = parse_dflash_config(JsonConfig(j, "draft/config.json"), 3, 48);
+    std::string s = std::to_string(c.sliding_window) + ":";
+    for (const auto& l : c.layer_attention) s += std::string(l.sliding ? "S" : "F") + (l.causal ? "c" : "n");
+    return s;
+  };
+  nlohmann::json j = draft_config();
+  EXPECT_EQ(layers(j), "0:FnFn");
+  j["layer_types"] = {"sliding_attention", "full_attention"};
+  j["sliding_window"] = 4;
+  EXPECT_EQ(layers(j), "4:ScFn");  // sliding layers are causal unless told
+  j["dflash_config"]["causal"] = false;
+  EXPECT_EQ(layers(j), "4:SnFn");
+  j["is_causal"] = true;  // wins over dflash_config.causal
+  EXPECT_EQ(layers(j), "4:ScFc");
+  j = draft_config();
+  j["dflash_config"]["use_swa"] = true;  // every layer, window from dflash_config
+  j["dflash_config"]["swa_window_size"] = 3;
+  j["sliding_window"] = 99;
+  EXPECT_EQ(layers(j), "3:ScSc");
+  for (const nlohmann::json& k : {j, [&] { auto x = j; x["dflash_config"]["causal"] = false; return x; }()}) {
+    const DFlashConfig c = parse_dflash_config(JsonConfig(k, "draft/config.json"), 3, 48);
+    EXPECT_EQ(layers(dflash_config_json(c, Rope{}, 64, 3, 97)), layers(k)) << k.dump();
+  }
+}
+
+// The reference's configs: full layers; a causal sliding layer whose window leaves the context
+// behind; both layers non-causal with a window narrower than the block; causal full layers.
+std::vector<nlohmann::json> reference_configs() {
+  std::vector<nlohmann::json> out{draft_config()};
+  nlohmann::json j = draft_config();
+  j["layer_types"] = {"sliding_attention", "full_attention"};
+  j["sliding_window"] = 4;
+  out.push_back(j);
+  j = draft_config();
+  j["dflash_config"]["use_swa"] = true;
+  j["dflash_config"]["swa_window_size"] = 3;
+  j["dflash_config"]["causal"] = false;
+  out.push_back(j);
+  j = draft_config();
+  j["is_causal"] = true;
+  out.push_back(j);
+  return out;
+}
+
 TEST(DFlash, BlockMatchesTheNumpyReference) {
   if (!test::python_numpy_available()) GTEST_SKIP() << "needs /usr/bin/python3 with numpy (apt: python3-numpy)";
   Rig r;
-  const std::string d = r.draft();
-  auto draft = DFlashDraft::load(d, *r.target);
-  const int n = 9, last = 42, width = 2 * 48;
-  const auto feats = test::random_normal(size_t(n * width), 1.0f, 5);
-  KvCache cache(draft->kv_shape(8));
-  const SeqId seq = cache.create();
-  draft->add_context(test::pool(), cache, seq, feats.data(), 5);  // in two chunks: the cache appends
-  draft->add_context(test::pool(), cache, seq, feats.data() + 5 * width, n - 5);
-  std::vector<float> got, again;
-  draft->draft_block(test::pool(), cache, seq, last, &got);
-  EXPECT_EQ(cache.length(seq), n);  // the block's rows are gone again
-  draft->draft_block(test::pool(), cache, seq, last, &again);
-  EXPECT_EQ(got, again);
+  std::vector<std::vector<float>> blocks;
+  for (const nlohmann::json& cfg : reference_configs()) {
+    SCOPED_TRACE(cfg.dump());
+    const std::string d = r.draft(cfg);
+    auto draft = DFlashDraft::load(d, *r.target);
+    const int n = 9, last = 42, width = 2 * 48;
+    const auto feats = test::random_normal(size_t(n * width), 1.0f, 5);
+    KvCache cache(draft->kv_shape(8));
+    const SeqId seq = cache.create();
+    draft->add_context(test::pool(), cache, seq, feats.data(), 5);  // in two chunks: the cache appends
+    draft->add_context(test::pool(), cache, seq, feats.data() + 5 * width, n - 5);
+    std::vector<float> got, again;
+    draft->draft_block(test::pool(), cache, seq, last, &got);
+    EXPECT_EQ(cache.length(seq), n);  // the block's rows are gone again
+    draft->draft_block(test::pool(), cache, seq, last, &again);
+    EXPECT_EQ(got, again);
 
-  const std::string in = r.dir.file("in.bin"), out = r.dir.file("out.bin");
-  {
-    std::ofstream f(in, std::ios::binary);
-    const int32_t head[2] = {n, last};
-    f.write(reinterpret_cast<const char*>(head), sizeof(head));
-    f.write(reinterpret_cast<const char*>(feats.data()), std::streamsize(feats.size() * sizeof(float)));
+    const std::string in = r.dir.file("in.bin"), out = r.dir.file("out.bin");
+    {
+      std::ofstream f(in, std::ios::binary);
+      const int32_t head[2] = {n, last};
+      f.write(reinterpret_cast<const char*>(head), sizeof(head));
+      f.write(reinterpret_cast<const char*>(feats.data()), std::streamsize(feats.size() * sizeof(float)));
+    }
+    const auto res = test::run_command("/usr/bin/python3 " + test::source_dir() + "/tests/reference/dflash_ref.py " + d +
+                                       " " + r.dir.file("target") + " " + in + " " + out + " 2>&1");
+    ASSERT_EQ(res.exit_code, 0) << res.output;
+    const std::string bytes = read_text_file(out);
+    std::vector<float> want(bytes.size() / sizeof(float));
+    std::memcpy(want.data(), bytes.data(), bytes.size());
+    ASSERT_EQ(got.size(), want.size());
+    ASSERT_EQ(want.size(), size_t(7 * 97));
+    double mx = 0;
+    for (float v : want) mx = std::max(mx, std::fabs(double(v)));
+    for (size_t i = 0; i < got.size(); ++i) ASSERT_NEAR(got[i], want[i], 1e-4 * mx) << i;
+    blocks.push_back(got);
   }
-  const auto res = test::run_command("/usr/bin/python3 " + test::source_dir() + "/tests/reference/dflash_ref.py " + d +
-                                     " " + r.dir.file("target") + " " + in + " " + out + " 2>&1");
-  ASSERT_EQ(res.exit_code, 0) << res.output;
-  const std::string bytes = read_text_file(out);
-  std::vector<float> want(bytes.size() / sizeof(float));
-  std::memcpy(want.data(), bytes.data(), bytes.size());
-  ASSERT_EQ(got.size(), want.size());
-  ASSERT_EQ(want.size(), size_t(7 * 97));
-  double mx = 0;
-  for (float v : want) mx = std::max(mx, std::fabs(double(v)));
-  for (size_t i = 0; i < got.size(); ++i) ASSERT_NEAR(got[i], want[i], 1e-4 * mx) << i;
+  for (size_t i = 1; i < blocks.size(); ++i) EXPECT_NE(blocks[i], blocks[0]) << "config " << i << " changed nothing";
 }
 
 TEST(DFlash, WhatItDoesNotRunIsRefusedByName) {
@@ -107,10 +161,14 @@ TEST(DFlash, WhatItDoesNotRunIsRefusedByName) {
   };
   nlohmann::json j = draft_config();
   j["layer_types"] = {"sliding_attention", "full_attention"};
-  refused(j, {"layer_types", "sliding_attention"});
+  refused(j, {"sliding_window"});  // a sliding layer without its window
+  j["layer_types"] = {"chunked_attention", "full_attention"};
+  refused(j, {"layer_types[0]", "chunked_attention"});
+  j["layer_types"] = {"full_attention"};
+  refused(j, {"layer_types", "2 layers"});
   j = draft_config();
-  j["dflash_config"]["causal"] = true;
-  refused(j, {"dflash_config.causal"});
+  j["dflash_config"]["attention_sink_bias"] = true;
+  refused(j, {"attention_sink_bias"});
   j = draft_config();
   j["dflash_config"].erase("mask_token_id");
   refused(j, {"mask_token_id"});
@@ -194,6 +252,7 @@ TEST(DFlash, LlamaCppGgufLoadsBitwiseAsTheCheckpoint) {
   };
   refused({{"dflash.target_layers", {0, 2}}}, {}, {"dflash.target_layers", "from 1"});
   refused({{"general.architecture", "eagle3"}}, {}, {"'eagle3'", "dflash"});
+  refused({{"dflash.attention.sliding_window", 4}}, {}, {"dflash.attention.sliding_window", "GGUF"});
   refused(nlohmann::json::object(), {"token_embd.weight"}, {"token_embd.weight", "not used"});
 }
 
@@ -257,6 +316,11 @@ TEST(DFlash, GreedyOutputIsTheTargets) {
   EXPECT_GT(test::expect_greedy_equal(*r.target, tok, {}, prompts, o, 32,
                                       {"k=1", "k=3", "k=7", "k=12", "topk=2,depth=4,budget=8", "topk=3,depth=7,budget=20", "auto"}),
             0);
+  for (size_t i = 1; i < reference_configs().size(); ++i) {  // sliding-window and causal layers
+    o.draft_dir = r.draft(reference_configs()[i]);
+    EXPECT_GT(test::expect_greedy_equal(*r.target, tok, {}, prompts, o, 32, {"k=7", "topk=2,depth=4,budget=8", "auto"}), 0)
+        << reference_configs()[i].dump();
+  }
   SpecOptions vllm;
   apply_speculative_config(vllm, R"({"method": "dflash", "model": ")" + d + R"(", "num_speculative_tokens": 7})");
   EXPECT_EQ(SpecSetup(vllm, *r.target).describe(), "DFlash draft " + d + " (block 8, chain k=7)");

@@ -32,15 +32,17 @@ void store_kv(KvCache& cache, int layer, const std::vector<TokenSlot>& slots, co
 }
 
 std::vector<PosSpan> visible_spans(const TokenSlot& slot) {
-  if (slot.tree_base < 0) return {{0, slot.row + 1}};
+  const int64_t first = slot.first_row;
+  if (slot.tree_base < 0) return {{first, slot.row + 1}};
   std::vector<PosSpan> spans;
-  if (slot.tree_base > 0) spans.push_back({0, slot.tree_base});
+  if (slot.tree_base > first) spans.push_back({first, slot.tree_base});
   for (uint64_t m = slot.tree_mask; m;) {
     const int64_t j = __builtin_ctzll(m);
     const int64_t r = slot.tree_base + j;
+    m &= m - 1;
+    if (r < first) continue;
     if (!spans.empty() && spans.back().end == r) ++spans.back().end;
     else spans.push_back({r, r + 1});
-    m &= m - 1;
   }
   return spans;
 }
@@ -100,7 +102,7 @@ void paged_attention(ThreadPool& pool, KvCache& cache, int layer, const std::vec
       const int64_t t = i / s.num_heads;
       const int h = int(i % s.num_heads);
       const TokenSlot& slot = slots[size_t(t)];
-      const PosSpan causal{0, slot.row + 1};
+      const PosSpan causal{slot.first_row, slot.row + 1};
       const auto& tree = tree_spans[size_t(t)];
       const bool is_tree = slot.tree_base >= 0;
       attend_head(cache, layer, slot.seq, h / group, hd, q + (t * s.num_heads + h) * hd,

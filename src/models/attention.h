@@ -23,13 +23,16 @@ struct TokenSlot {
   // tree_base + j for every bit j of tree_mask (its ancestors and itself).
   int64_t tree_base = -1;
   uint64_t tree_mask = 0;
+  // Rows below it are out of a sliding window: hidden whatever the causal or tree rule says.
+  int64_t first_row = 0;
 };
 
 // A run of cache rows [begin, end) of one sequence that a query attends to.
 struct PosSpan {
   int64_t begin, end;
 };
-// The rows `slot` sees, as ascending disjoint spans (at most kMaxTreeTokens + 1).
+// The rows `slot` sees, as ascending disjoint spans (at most kMaxTreeTokens + 1), none below
+// first_row.
 std::vector<PosSpan> visible_spans(const TokenSlot& slot);
 
 struct AttentionShape {

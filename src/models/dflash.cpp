@@ -26,19 +26,43 @@ std::vector<int> default_target_layer_ids(int target_layers, int draft_layers) {
 // Keys that change what a DFlash forward computes in ways eaglet does not run: refused by name
 // rather than ignored.
 void refuse_unsupported(const JsonConfig& top, const JsonConfig& dflash) {
-  if (top.has("layer_types"))
-    for (const auto& t : top.raw()["layer_types"])
-      EAGLET_CHECK(t == "full_attention", "{}: layer_types has '{}': sliding-window DFlash layers are not supported",
-                   top.where(), t.is_string() ? t.get<std::string>() : t.dump());
-  for (const char* key : {"use_swa", "causal", "attention_sink_bias"})
-    EAGLET_CHECK(!dflash.get_bool(key, false), "{}: dflash_config.{} is not supported", top.where(), key);
-  EAGLET_CHECK(!top.get_bool("is_causal", false), "{}: is_causal is not supported (DFlash blocks attend both ways)",
-               top.where());
+  EAGLET_CHECK(!dflash.has("attention_sink_bias") && !top.get_bool("add_swa_attention_sink_bias", false),
+               "{}: attention sink biases (dflash_config.attention_sink_bias) are not supported", top.where());
   for (const char* key : {"input_embedding_scale", "output_multiplier", "logit_scale"})
     for (const JsonConfig* c : {&top, &dflash})
       EAGLET_CHECK(c->get_double(key, 1.0) == 1.0, "{}: {} other than 1 is not supported", top.where(), key);
   EAGLET_CHECK(!dflash.has("final_logit_softcapping") && !top.has("final_logit_softcapping"),
                "{}: final_logit_softcapping is not supported", top.where());
+}
+// Which layers slide and which are causal, in vLLM's order of precedence: layer_types names the
+// sliding layers (else dflash_config.use_swa makes them all slide), the window is
+// dflash_config.swa_window_size or sliding_window, and causality is is_causal, else
+// dflash_config.causal, else "sliding layers are causal" (how SGLang and SpecForge train and run
+// them; z-lab's reference runs them both ways, llama.cpp too).
+void resolve_layer_attention(const JsonConfig& top, const JsonConfig& dflash, DFlashConfig& c) {
+  c.layer_attention.assign(size_t(c.num_layers), {});
+  bool any = false;
+  if (top.has("layer_types")) {
+    const auto& types = top.raw()["layer_types"];
+    EAGLET_CHECK(types.is_array() && types.size() == size_t(c.num_layers), "{}: layer_types must list {} layers",
+                 top.where(), c.num_layers);
+    for (size_t i = 0; i < types.size(); ++i) {
+      EAGLET_CHECK(types[i] == "full_attention" || types[i] == "sliding_attention",
+                   "{}: layer_types[{}] is {}: DFlash layers are full_attention or sliding_attention", top.where(), i,
+                   types[i].dump());
+      any |= c.layer_attention[i].sliding = types[i] == "sliding_attention";
+    }
+  }
+  if (!any && dflash.get_bool("use_swa", false))
+    for (auto& l : c.layer_attention) any = l.sliding = true;
+  if (any) {
+    const char* key = dflash.has("swa_window_size") ? "swa_window_size" : "sliding_window";
+    const JsonConfig& from = dflash.has("swa_window_size") ? dflash : top;
+    EAGLET_CHECK(from.has(key), "{}: sliding-window layers without a window (sliding_window)", top.where());
+    c.sliding_window = from.get_int_in(key, 0, 1, INT32_MAX);
+  }
+  for (auto& l : c.layer_attention)
+    l.causal = top.has("is_causal") ? top.get_bool("is_causal", false) : dflash.get_bool("causal", l.sliding);
 }
 }  // namespace
 
@@ -84,12 +108,13 @@ DFlashConfig parse_dflash_config(const JsonConfig& top, int target_layers, int t
                  id, target_layers);
     c.taps.push_back(id + 1);  // the output of layer id enters layer id + 1
   }
+  resolve_layer_attention(top, dflash, c);
   return c;
 }
 
 nlohmann::json dflash_config_json(const DFlashConfig& c, const Rope& rope, int max_position, int target_layers,
                                   int vocab) {
-  return {{"architectures", {"DFlashDraftModel"}},
+  nlohmann::json j = {{"architectures", {"DFlashDraftModel"}},
           {"model_type", "qwen3"},
           {"hidden_size", c.hidden},
           {"target_hidden_size", c.target_hidden},
@@ -111,6 +136,15 @@ nlohmann::json dflash_config_json(const DFlashConfig& c, const Rope& rope, int m
           {"block_size", c.block_size},
           {"dflash_config", {{"block_size", c.block_size}, {"mask_token_id", c.mask_token_id},
                              {"target_layer_ids", c.target_layer_ids}}}};
+  for (size_t i = 0; i < c.layer_attention.size(); ++i) {
+    const DFlashConfig::LayerAttention& l = c.layer_attention[i];
+    if (l.sliding) j["layer_types"][i] = "sliding_attention";
+    // Readers make sliding layers causal and full ones not; anything else is said (the parser
+    // only ever sets one causality for all layers when it departs from that).
+    if (l.causal != l.sliding) j["dflash_config"]["causal"] = l.causal;
+  }
+  if (c.sliding_window > 0) j["sliding_window"] = c.sliding_window;
+  return j;
 }
 
 std::unique_ptr<DFlashDraft> DFlashDraft::load(const std::string& path, const Model& target) {
@@ -242,6 +276,24 @@ void DFlashDraft::draft_blocks(ThreadPool& pool, KvCache& cache, const std::vect
   kernels::matmul(pool, normed, n * (B - 1), target_.lm_head(), logits->data());
 }
 
+const std::vector<TokenSlot>& DFlashDraft::attention_slots(int index, const std::vector<TokenSlot>& slots,
+                                                           Scratch& act) const {
+  if (cfg_.layer_attention.empty()) return slots;
+  const DFlashConfig::LayerAttention& l = cfg_.layer_attention[size_t(index)];
+  if (!l.sliding && !l.causal) return slots;
+  const int64_t W = l.sliding ? cfg_.sliding_window : kMaxTreeTokens;
+  act.seen = slots;
+  for (TokenSlot& s : act.seen) {
+    const int64_t i = s.row - s.tree_base;  // place in the block
+    if (l.sliding) s.first_row = std::max<int64_t>(0, s.row - W + 1);
+    // Block keys j <= i when causal; else those within the window on either side (vLLM widens a
+    // non-causal window to both sides).
+    const int64_t last = l.causal ? i : std::min<int64_t>(cfg_.block_size - 1, i + W - 1);
+    s.tree_mask &= last >= 63 ? ~uint64_t(0) : (uint64_t(2) << last) - 1;
+  }
+  return act.seen;
+}
+
 // A pre-norm Qwen3 layer over the block rows x [T, H], in place; its K/V join the cache at the
 // slots' rows.
 void DFlashDraft::layer_forward(ThreadPool& pool, KvCache& cache, int index, const std::vector<TokenSlot>& slots,
@@ -262,7 +314,7 @@ void DFlashDraft::layer_forward(ThreadPool& pool, KvCache& cache, int index, con
   kernels::rmsnorm_rows(q, T * cfg_.num_heads, hd, l.q_norm.data(), cfg_.rms_eps, q);
   apply_rope(rope_, slots, attn_, q, nullptr);
   store_context(cache, index, slots, k, v);
-  paged_attention(pool, cache, index, slots, attn_, q, attn);
+  paged_attention(pool, cache, index, attention_slots(index, slots, act), attn_, q, attn);
   kernels::matmul(pool, attn, T, l.o, tmp, l.o_bias.empty() ? nullptr : l.o_bias.data());
   kernels::add(x, tmp, T * H);
   add_mlp(pool, l, x, T, H, cfg_.rms_eps, {h, act.gate.get(T * I), act.up.get(T * I), tmp});

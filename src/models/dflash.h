@@ -35,13 +35,22 @@ struct DFlashConfig {
   // of layer id = Hugging Face hidden_states[id + 1]); `taps`: the same in eaglet's numbering (the
   // residual stream entering layer id + 1), which the target's forward taps.
   std::vector<int> target_layer_ids, taps;
+  // Per layer: a sliding window of `sliding_window` positions (a block query at position p sees
+  // keys from p - W + 1), and causal (a block query sees the block's keys up to its own; else
+  // all of them, or those within W - 1 positions in a sliding layer). Resolved as vLLM does.
+  struct LayerAttention {
+    bool sliding = false, causal = false;
+  };
+  std::vector<LayerAttention> layer_attention;
+  int sliding_window = 0;
 };
 
 // Reads a DFlash config.json for a target of `target_layers` layers and hidden `target_hidden`:
 // block_size at the top level or in dflash_config, dflash_config.{mask_token_id,
-// target_layer_ids} (default: z-lab's spread over num_target_layers). What eaglet does not run
-// (sliding-window or causal layers, attention sinks, scaled embeddings or logits) is an error
-// naming the key.
+// target_layer_ids} (default: z-lab's spread over num_target_layers); sliding-window and causal
+// layers as vLLM resolves them (layer_types / dflash_config.use_swa, swa_window_size or
+// sliding_window; is_causal, then dflash_config.causal, else causal exactly where sliding). What
+// eaglet does not run (attention sinks, scaled embeddings or logits) is an error naming the key.
 DFlashConfig parse_dflash_config(const JsonConfig& cfg, int target_layers, int target_hidden);
 // The config.json of `c` in z-lab's published layout (what parse_dflash_config, vLLM, SGLang and
 // llama.cpp's converter read): Qwen3 layer fields, block_size at the top level and in
@@ -101,10 +110,13 @@ class DFlashDraft {
   std::set<std::string> read_weights(const TensorNames& names, const MatrixReader& matrix, const VectorReader& vector);
   struct Scratch {
     ScratchBuffer x, h, q, k, v, attn, tmp, gate, up, ctx, fused, normed, features;
-    std::vector<TokenSlot> slots;
+    std::vector<TokenSlot> slots, seen;  // seen: the block slots as one layer's attention sees them
   };
   void layer_forward(ThreadPool& pool, KvCache& cache, int index, const std::vector<TokenSlot>& slots, float* x,
                      Scratch& act) const;
+  // The block slots narrowed to what layer `index` attends to (its window, causal order); the
+  // slots themselves for a full, non-causal layer.
+  const std::vector<TokenSlot>& attention_slots(int index, const std::vector<TokenSlot>& slots, Scratch& act) const;
   // Per-head RMSNorm of k [T, nkv * hd], RoPE at `slots`, stored with v in the cache.
   void store_context(KvCache& cache, int index, const std::vector<TokenSlot>& slots, float* k, const float* v) const;
 

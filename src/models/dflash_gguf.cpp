@@ -33,6 +33,11 @@ nlohmann::json draft_config(const GgufFile& f, int target_hidden) {
   const nlohmann::json& m = f.metadata();
   nlohmann::json hf = gguf_llama_config(f, "dflash");
   hf["architectures"] = {"DFlashDraftModel"};
+  // llama.cpp runs sliding-window dflash layers non-causal, vLLM and SGLang causal: which one a
+  // file's trainer meant is not in the file, so such files are refused rather than guessed at.
+  for (const char* key : {"dflash.attention.sliding_window", "dflash.attention.sliding_window_pattern"})
+    EAGLET_CHECK(!m.contains(key), "{}: metadata '{}': sliding-window layers are read from Hugging Face directories "
+                 "only (layer_types), not from GGUF", f.path(), key);
   auto it = m.find("dflash.target_layers");
   if (it == m.end() || !it->is_array() || it->empty())
     fail("{}: metadata 'dflash.target_layers' must list the tapped target layers", f.path());

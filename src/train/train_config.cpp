@@ -207,6 +207,16 @@ void apply_dflash_draft_config(TrainConfig& c, const nlohmann::json& j) {
     EAGLET_CHECK(o[key].is_number_integer(), "{}: '{}' must be an integer", c.draft_config, key);
     *dst = o[key].get<int>();
   };
+  // The training module runs full-attention, non-causal layers only: a config asking for more is
+  // refused rather than trained as something else (such drafts load and serve).
+  const bool sliding = j.contains("layer_types") && j["layer_types"].is_array() &&
+                       std::count(j["layer_types"].begin(), j["layer_types"].end(), "sliding_attention") > 0;
+  for (auto [asks, key] : {std::pair{sliding, "layer_types (sliding_attention)"},
+                           std::pair{d.value("use_swa", false) == true, "dflash_config.use_swa"},
+                           std::pair{d.value("causal", false) == true, "dflash_config.causal"},
+                           std::pair{j.value("is_causal", false) == true, "is_causal"}})
+    EAGLET_CHECK(!asks, "{}: {}: eaglet trains full-attention, non-causal DFlash layers only (such drafts load and "
+                 "serve)", c.draft_config, key);
   integer(j, "num_hidden_layers", &c.draft.num_layers);
   integer(d, "block_size", &c.draft.block_size);
   integer(j, "block_size", &c.draft.block_size);

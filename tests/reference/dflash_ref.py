@@ -8,6 +8,12 @@ IN.bin: int32 n, int32 last_token, float32 features [n, len(target_layer_ids) * 
 of the target layers target_layer_ids, concatenated in that order) for context positions 0..n-1.
 OUT.bin: float32 logits [B - 1, V] of block positions n+1..n+B-1 (the block is
 [last_token, MASK x (B - 1)] at positions n..n+B-1).
+
+Sliding-window and causal layers follow vLLM's qwen3_dflash.py: layer_types names sliding layers
+(else dflash_config.use_swa makes all slide), the window W is dflash_config.swa_window_size or
+sliding_window, causality is is_causal, else dflash_config.causal, else "sliding layers are
+causal". A query at position p sees keys t with t >= p - W + 1 on a sliding layer, and t <= p when
+causal; a non-causal sliding window reaches W - 1 positions ahead too.
 """
 import json
 import struct
@@ -29,6 +35,17 @@ def main(draft_dir, target_dir, in_path, out_path):
     H, nh, nkv = cfg["hidden_size"], cfg["num_attention_heads"], cfg["num_key_value_heads"]
     hd, eps, L = cfg["head_dim"], cfg.get("rms_norm_eps", 1e-6), cfg["num_hidden_layers"]
     freqs = inv_freq(cfg, hd)
+    types = cfg.get("layer_types", ["full_attention"] * L)
+    sliding = [t == "sliding_attention" for t in types]
+    if not any(sliding) and dc.get("use_swa", False):
+        sliding = [True] * L
+    window = dc.get("swa_window_size", cfg.get("sliding_window"))
+    if "is_causal" in cfg:
+        causal = [bool(cfg["is_causal"])] * L
+    elif "causal" in dc:
+        causal = [bool(dc["causal"])] * L
+    else:
+        causal = list(sliding)
     raw = open(in_path, "rb").read()
     n, last = struct.unpack("<ii", raw[:8])
     feats = np.frombuffer(raw[8:], dtype=np.float32).astype(np.float64).reshape(n, -1)
@@ -54,12 +71,20 @@ def main(draft_dir, target_dir, in_path, out_path):
         kb, vb = kv(h)
         q = np.stack([rope(q[j], n + j) for j in range(B)])
         kb = np.stack([rope(kb[j], n + j) for j in range(B)])
-        K, V = np.concatenate([kc, kb]), np.concatenate([vc, vb])  # every block row sees all of it
+        K, V = np.concatenate([kc, kb]), np.concatenate([vc, vb])  # key t sits at position t
         out = np.zeros((B, nh, hd))
         for j in range(B):
+            p, t = n + j, np.arange(n + B)
+            seen = np.ones(n + B, dtype=bool)
+            if causal[i]:
+                seen &= t <= p
+            if sliding[i]:
+                seen &= t >= p - window + 1
+                if not causal[i]:
+                    seen &= t <= p + window - 1
             for hh in range(nh):
                 g = hh // (nh // nkv)
-                s = K[:, g, :] @ q[j, hh] / np.sqrt(hd)
+                s = np.where(seen, K[:, g, :] @ q[j, hh] / np.sqrt(hd), -np.inf)
                 p = np.exp(s - s.max())
                 out[j, hh] = p @ V[:, g, :] / p.sum()
         x = x + out.reshape(B, -1) @ W[P + "self_attn.o_proj.weight"].T
