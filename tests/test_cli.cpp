@@ -185,9 +185,9 @@ TEST(CliSpeculative, BenchComparesAnotherMethodInTheSameRun) {
   const std::string bench = test::eaglet_binary() + " bench -m " + dir.file("target") +
                             " --spec-method ngram -k 2 --num-prompts 2 --max-tokens 16 --skip-bandwidth --thread-counts 1";
   auto r = test::run_command(bench + " --compare-config '{\"method\":\"dflash\",\"model\":\"" + dir.file("dflash") +
-                             "\",\"num_speculative_tokens\":5}' --json " + dir.file("out.json") + " 2>/dev/null");
-  ASSERT_EQ(r.exit_code, 0) << r.output;
-  const auto run = nlohmann::json::parse(read_text_file(dir.file("out.json")))["runs"][0];
+                             "\",\"num_speculative_tokens\":5}' --json " + dir.file("reports/out.json") + " 2>/dev/null");
+  ASSERT_EQ(r.exit_code, 0) << r.output;  // the report's folder is made
+  const auto run = nlohmann::json::parse(read_text_file(dir.file("reports/out.json")))["runs"][0];
   EXPECT_EQ(run["speculative"]["method"], "ngram");
   ASSERT_EQ(run["speculative_compared"].size(), 1u);
   const auto& d = run["speculative_compared"][0];
@@ -199,6 +199,11 @@ TEST(CliSpeculative, BenchComparesAnotherMethodInTheSameRun) {
   r = test::run_command(bench + " --compare-config '{\"method\":\"medusa\"}' 2>&1");
   EXPECT_NE(r.exit_code, 0);
   test::expect_mentions(r.output, {"--compare-config", "medusa"});
+  // A report that cannot be written fails before the run, not after it.
+  r = test::run_command(bench + " --json " + dir.file("target") + "/config.json/out.json 2>&1");
+  EXPECT_NE(r.exit_code, 0);
+  test::expect_mentions(r.output, {"--json", "config.json/out.json", "cannot write"});
+  EXPECT_EQ(r.output.find("baseline"), std::string::npos) << r.output;
 }
 
 TEST(CliSpeculative, BenchProbesBandwidthAroundEachPrompt) {

@@ -195,6 +195,15 @@ TEST(DFlashTrain, RecipeSettingsAndRefusals) {
   EXPECT_EQ(o.config.block_size, 10);
   EXPECT_EQ(o.config.mask_token_id, 2);
   EXPECT_EQ(o.config.taps, (std::vector<int>{2, 3, 4}));
+  // Layers the training module does not run are refused, not trained as full attention.
+  for (auto [key, value] : {std::pair<std::string, nlohmann::json>{"layer_types", {"sliding_attention", "full_attention", "full_attention"}},
+                            {"is_causal", true}}) {
+    nlohmann::json j = nlohmann::json::parse(read_text_file(cfg));
+    j[key] = value;
+    const std::string path = f.dir.file("dflash-" + key + ".json");
+    test::write_text(path, j.dump());
+    test::expect_mentions(test::error_of([&] { TrainConfig::load("", {"draft_model_config=" + path}); }), {path, key});
+  }
   // SpecForge's and speculators' key names.
   const TrainConfig a = TrainConfig::load("", dflash_recipe({"max_anchors=33", "dflash_decay_gamma=4"}));
   EXPECT_EQ(a.num_anchors, 33);

@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <cstdio>
 #include <map>
+#include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
 
@@ -222,15 +223,23 @@ void run_bench(BenchOptions o) {
   for (const auto& c : compared) max_step_tokens = std::max(max_step_tokens, c->max_step_tokens());
   const std::vector<std::vector<int>> prompts = bench_prompts(o, b, max_step_tokens);
   if (o.thread_counts.empty()) o.thread_counts = {o.common.threads > 0 ? o.common.threads : ThreadPool::default_threads()};
+  // The report's file is made (folders too) before anything is measured: a bad path fails now,
+  // not after the whole run.
+  std::ofstream json_file;
+  if (!o.json_out.empty()) {
+    std::error_code ec;
+    std::filesystem::create_directories(std::filesystem::path(o.json_out).parent_path(), ec);
+    json_file.open(o.json_out);
+    if (!json_file) fail("--json {}: cannot write{}", o.json_out, ec ? " (" + ec.message() + ")" : "");
+  }
   const KernelUse use = kernel_use(*b.model);
   BenchReport report;
   report.header = bench_header(o, b, spec, prompts.size(), use);
   print_header(report.header);
   for (int threads : o.thread_counts) report.runs.push_back(bench_run(threads, b, o, prompts, spec, compared, use, report.header));
   if (!o.json_out.empty()) {
-    std::ofstream out(o.json_out);
-    if (!out) fail("{}: cannot write", o.json_out);
-    out << bench_json(report).dump(2) << "\n";
+    json_file << bench_json(report).dump(2) << "\n";
+    if (!json_file.flush()) fail("--json {}: cannot write", o.json_out);
     spdlog::info("wrote {}", o.json_out);
   }
 }
