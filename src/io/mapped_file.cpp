@@ -81,6 +81,11 @@ size_t release_pages(const void* p, size_t n) {
   return end - begin;
 }
 
+void ReleasedTensors::check(const std::string& where, const std::string& name) const {
+  if (names_.count(name))
+    fail("{}: tensor '{}' was read after the model released its memory (internal error)", where, name);
+}
+
 MappedFile::~MappedFile() {
   if (region_) ::munmap(region_, region_size_);
 }

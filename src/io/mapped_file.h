@@ -3,6 +3,7 @@
 #pragma once
 #include <cstddef>
 #include <cstdint>
+#include <set>
 #include <string>
 
 namespace eaglet {
@@ -44,6 +45,21 @@ class MappedFile {
 // are touched; memory a file was read into reads zeros: so only for bytes nothing reads again.
 // Returns the bytes released.
 size_t release_pages(const void* p, size_t n);
+
+// The tensors of one file whose bytes were released once a model copied them: reading one again
+// is an internal error, named here (checked by the readers of safetensors and GGUF weights).
+class ReleasedTensors {
+ public:
+  size_t release(const std::string& name, const void* p, size_t n) {
+    names_.insert(name);
+    return release_pages(p, n);
+  }
+  // Fails naming `where` and `name` when `name` was released.
+  void check(const std::string& where, const std::string& name) const;
+
+ private:
+  std::set<std::string> names_;
+};
 
 // Whole-file reads for small text files; `.gz` files are inflated with zlib.
 std::string read_text_file(const std::string& path);

@@ -138,15 +138,13 @@ Checkpoint Checkpoint::open_dir(const std::string& dir) {
 const TensorInfo& Checkpoint::get(const std::string& name) const {
   auto it = index_.find(name);
   if (it == index_.end()) fail("{}: missing tensor '{}'", where_, name);
-  if (released_.count(name))
-    fail("{}: tensor '{}' was read after the model released its memory (internal error)", where_, name);
+  released_.check(where_, name);
   return *it->second;
 }
 
 size_t Checkpoint::release(const std::string& name) {
   const TensorInfo& t = get(name);
-  released_.insert(name);
-  return release_pages(t.data, t.nbytes);
+  return released_.release(name, t.data, t.nbytes);
 }
 
 const TensorInfo& Checkpoint::get(const std::string& name, const std::vector<int64_t>& shape,

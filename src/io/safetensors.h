@@ -5,7 +5,6 @@
 #include <functional>
 #include <map>
 #include <memory>
-#include <set>
 #include <string>
 #include <vector>
 
@@ -60,7 +59,7 @@ class Checkpoint {
   std::string where_;
   std::vector<std::shared_ptr<SafetensorsFile>> files_;
   std::map<std::string, const TensorInfo*> index_;
-  std::set<std::string> released_;
+  ReleasedTensors released_;
 };
 
 // Writes tensors to a safetensors file (for tests, synthetic checkpoints and exports).

@@ -281,13 +281,13 @@ const std::vector<TokenSlot>& DFlashDraft::attention_slots(int index, const std:
   if (cfg_.layer_attention.empty()) return slots;
   const DFlashConfig::LayerAttention& l = cfg_.layer_attention[size_t(index)];
   if (!l.sliding && !l.causal) return slots;
-  const int64_t W = l.sliding ? cfg_.sliding_window : kMaxTreeTokens;
+  const int64_t W = cfg_.sliding_window;
   act.seen = slots;
   for (TokenSlot& s : act.seen) {
     const int64_t i = s.row - s.tree_base;  // place in the block
     if (l.sliding) s.first_row = std::max<int64_t>(0, s.row - W + 1);
-    // Block keys j <= i when causal; else those within the window on either side (vLLM widens a
-    // non-causal window to both sides).
+    // Block keys j <= i when causal; else (a non-causal sliding layer) those within the window on
+    // either side, as vLLM widens a non-causal window.
     const int64_t last = l.causal ? i : std::min<int64_t>(cfg_.block_size - 1, i + W - 1);
     s.tree_mask &= last >= 63 ? ~uint64_t(0) : (uint64_t(2) << last) - 1;
   }

@@ -86,8 +86,7 @@ std::vector<float> GgufWeights::vector(const std::string& name, int64_t n) {
 }
 
 void GgufWeights::copied(const GgufTensor& t) {
-  released_.insert(t.name);
-  store_->count_released(release_pages(t.data, t.nbytes));
+  store_->count_released(released_.release(t.name, t.data, t.nbytes));
 }
 
 std::vector<int64_t> GgufWeights::ints(const std::string& name, int64_t n) {
@@ -112,8 +111,7 @@ std::vector<int64_t> GgufWeights::ints(const std::string& name, int64_t n) {
 
 const GgufTensor& GgufWeights::shaped(const std::string& name, const std::vector<int64_t>& dims) const {
   const GgufTensor& t = f_->get(name);
-  if (released_.count(name))
-    fail("{}: tensor '{}' was read after the model released its memory (internal error)", f_->path(), name);
+  released_.check(f_->path(), name);
   if (t.dims != dims)
     fail("{}: tensor '{}' has GGUF shape {}, expected {}", f_->path(), name, dims_str(t.dims), dims_str(dims));
   const kernels::GgmlTypeInfo* info = kernels::ggml_type_info(t.type);

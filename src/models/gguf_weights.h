@@ -5,7 +5,6 @@
 // errors name the file and the tensor.
 #pragma once
 #include <memory>
-#include <set>
 #include <string>
 #include <vector>
 
@@ -47,7 +46,7 @@ class GgufWeights {
 
   std::shared_ptr<const GgufFile> f_;
   WeightStore* store_;
-  std::set<std::string> released_;
+  ReleasedTensors released_;
 };
 
 }  // namespace eaglet
