@@ -72,8 +72,13 @@ kernels::WeightView GgufWeights::matrix(const std::string& name, int64_t rows, i
   else if (GgmlType(t.type) == GgmlType::BF16) v = {DType::BF16, t.data, rows, cols};
   else if (blocks != kernels::QuantScheme::None && !floats) v = {DType::U8, t.data, rows, cols, blocks};
   else v = store_->own(decoded(t), rows, cols);  // F16, and block tables read as floats (embeddings)
-  if (heads > 0) v = unpermute(v, heads);
+  std::vector<uint8_t> hf_rows;  // unpermuted q/k rows: kept only if packing reads them in place
+  if (heads > 0) {
+    hf_rows = unpermute(v, heads);
+    v.data = hf_rows.data();
+  }
   v = store_->packed(v);
+  if (!hf_rows.empty() && v.data == hf_rows.data()) v.data = store_->own_bytes(std::move(hf_rows));  // same buffer
   if (v.data != t.data) copied(t);
   return v;
 }
@@ -121,7 +126,7 @@ const GgufTensor& GgufWeights::shaped(const std::string& name, const std::vector
 }
 
 // On the file's row layout (before packing).
-kernels::WeightView GgufWeights::unpermute(kernels::WeightView v, int heads) {
+std::vector<uint8_t> GgufWeights::unpermute(const kernels::WeightView& v, int heads) {
   const size_t row_bytes = v.dtype == DType::U8 ? kernels::ggml_row_bytes(kernels::ggml_type_of(v.quant), v.cols)
                                                 : size_t(v.cols) * dtype_size(v.dtype);
   const int64_t hd = v.rows / heads, half = hd / 2;
@@ -132,8 +137,7 @@ kernels::WeightView GgufWeights::unpermute(kernels::WeightView v, int heads) {
       const int64_t from = h * hd + 2 * (r % half) + r / half;
       std::memcpy(out.data() + size_t(h * hd + r) * row_bytes, src + size_t(from) * row_bytes, row_bytes);
     }
-  v.data = store_->own_bytes(std::move(out));
-  return v;
+  return out;
 }
 
 }  // namespace eaglet
