@@ -12,6 +12,7 @@
 #include "engine/model_bundle.h"
 #include "models/eagle3.h"
 #include "runtime/draft_versions.h"
+#include "support/synthetic_dflash.h"
 #include "support/synthetic_eagle3.h"
 #include "support/test_util.h"
 
@@ -27,15 +28,21 @@ struct Rig {
   test::TempDir dir;
   ModelBundle bundle;
   std::unique_ptr<SpecSetup> spec;
-  explicit Rig(uint64_t draft_seed = 4) {
+  // EAGLE-3 drafts draft4 and draft5 (serving draft4), or DFlash drafts of block 8 (k = 7).
+  explicit Rig(DraftKind kind = DraftKind::Eagle3) {
     test::write_steered_byte_target(dir.file("target"));
-    for (uint64_t seed : {draft_seed, draft_seed + 1}) write_draft(dir.file("draft" + std::to_string(seed)), seed, 0.3f);
+    for (uint64_t seed : {4, 5}) {
+      if (kind == DraftKind::Eagle3) write_draft(dir.file("draft" + std::to_string(seed)), seed, 0.3f);
+      else test::write_dflash_draft(dir.file("draft" + std::to_string(seed)), dflash_config(), {}, seed);
+    }
     bundle = load_bundle(dir.file("target"));
     SpecOptions so;
-    so.draft_dir = dir.file("draft" + std::to_string(draft_seed));
-    so.num_speculative_tokens = 3;
+    so.method = kind == DraftKind::Eagle3 ? "eagle3" : "dflash";
+    so.draft_dir = dir.file("draft4");
+    so.num_speculative_tokens = kind == DraftKind::Eagle3 ? 3 : 7;
     spec = std::make_unique<SpecSetup>(so, *bundle.model);
   }
+  static nlohmann::json dflash_config() { return test::dflash_draft_config(96, 4); }
   void write_draft(const std::string& d, uint64_t seed, float scale) {
     test::DraftSpec s;
     s.vocab = 259;
@@ -44,7 +51,9 @@ struct Rig {
     s.seed = seed;
     test::write_draft(d, s);
   }
-  std::shared_ptr<const Eagle3Draft> load(const std::string& d) { return Eagle3Draft::load(d, *bundle.model); }
+  std::shared_ptr<const ServedDraft> load(const std::string& d) {
+    return ServedDraft::load(spec->served_draft()->kind(), d, *bundle.model);
+  }
   std::unique_ptr<EngineCore> engine() {
     EngineOptions eo;
     eo.max_num_seqs = 4;
@@ -149,6 +158,57 @@ TEST(OnlineEngine, SwapWithoutHistoryFallsBackToPlainDecoding) {
   EXPECT_EQ(b.tokens, plain_greedy(s, kPrompts[1], 32));
 }
 
+// A DFlash draft swaps the same way: its context cache is rebuilt from each sequence's history
+// (swapping a draft for itself changes no draft), and another draft of the same shape keeps every
+// output exact.
+TEST(OnlineEngine, DFlashDraftSwapsRebuildTheContextAndKeepTheOutputExact) {
+  Rig s(DraftKind::DFlash);
+  auto run = [&](const std::string& swap_to, std::vector<Output>& out) {
+    auto e = s.engine();
+    CollectSink sink;
+    e->capture({&sink, 1.0, 2048, 0});
+    for (size_t i = 0; i < kPrompts.size(); ++i) EXPECT_TRUE(e->try_add(request(kPrompts[i], 40, &out[i])));
+    for (int i = 0; i < 3; ++i) e->step();
+    for (auto& o : out) EXPECT_FALSE(o.done);
+    if (!swap_to.empty()) e->swap_draft(s.load(s.dir.file(swap_to)), 1);
+    while (e->has_work()) e->step();
+    EXPECT_EQ(sink.got.size(), kPrompts.size());
+    const SpecMetrics& m = e->spec_metrics();
+    return std::vector<int64_t>{m.num_drafts, m.num_draft_tokens, m.num_accepted_tokens};
+  };
+  std::vector<Output> plain(kPrompts.size()), same(kPrompts.size()), other(kPrompts.size());
+  const auto unswapped = run("", plain);
+  EXPECT_GT(unswapped[2], 0);
+  EXPECT_EQ(run("draft4", same), unswapped);
+  const auto swapped = run("draft5", other);
+  EXPECT_NE(swapped, unswapped);  // another draft drafted after the swap
+  for (size_t i = 0; i < kPrompts.size(); ++i) {
+    const std::vector<int> want = plain_greedy(s, kPrompts[i], 40);
+    EXPECT_EQ(plain[i].tokens, want) << i;
+    EXPECT_EQ(same[i].tokens, want) << i;
+    EXPECT_EQ(other[i].tokens, want) << i;
+  }
+}
+
+// A draft that cannot take the serving one's place (another kind, another block) is refused by
+// what differs, and the engine goes on with the draft it had.
+TEST(OnlineEngine, SwapsToADraftOfAnotherKindOrShapeAreRefused) {
+  Rig s(DraftKind::DFlash);
+  s.write_draft(s.dir.file("eagle3"), 4, 0.3f);
+  nlohmann::json wide_block = Rig::dflash_config();
+  wide_block["block_size"] = 16;
+  test::write_dflash_draft(s.dir.file("block16"), wide_block);
+  auto e = s.engine();
+  test::expect_mentions(test::error_of([&] { e->swap_draft(ServedDraft::load(DraftKind::Eagle3, s.dir.file("eagle3"), *s.bundle.model), 1); }),
+                        {"eagle3", "dflash"});
+  test::expect_mentions(test::error_of([&] { e->swap_draft(s.load(s.dir.file("block16")), 1); }), {"block", "16", "8"});
+  EXPECT_EQ(e->draft_version(), 0);
+  Output out;
+  ASSERT_TRUE(e->try_add(request(kPrompts[0], 24, &out)));
+  while (e->has_work()) e->step();
+  EXPECT_EQ(out.tokens, plain_greedy(s, kPrompts[0], 24));
+}
+
 // A captured sequence: the tokens the target ran over, their taps as a plain prefill of those
 // tokens computes them, and the loss mask over the generated part.
 TEST(OnlineEngine, CapturedSequencesHoldTheTargetsTapsAtEveryPosition) {
@@ -224,7 +284,7 @@ TEST(OnlineEngine, AVersionThatServesWorseIsRolledBack) {
   so.max_model_len = 256;
   Scheduler sched(test::pool(), s.bundle, *s.spec, so, metrics);
   sched.run_on_engine([](EngineCore& e) { e.capture({}); });  // history only (swaps rebuild from it)
-  std::shared_ptr<const Eagle3Draft> initial(s.spec->draft(), [](const Eagle3Draft*) {});
+  const std::shared_ptr<const ServedDraft>& initial = s.spec->served_draft();
   DraftHistory history;
   history.entries.push_back({0, s.dir.file("draft4")});
   DraftVersions v(sched, metrics, initial, history, "", [&](const std::string& d) { return s.load(d); },
@@ -240,8 +300,11 @@ TEST(OnlineEngine, AVersionThatServesWorseIsRolledBack) {
   EXPECT_EQ(v.current(), 0);
   EXPECT_LT(metrics.version_metrics(1).mean_acceptance_length(), metrics.version_metrics(0).mean_acceptance_length() - 0.1);
   EXPECT_NE(metrics.render("m").find("eaglet:draft_rollbacks_total{model_name=\"m\",engine=\"0\"} 1"), std::string::npos);
+  // A candidate judged against version 1 arrives after the rollback: not swapped in.
+  EXPECT_FALSE(v.install(s.load(s.dir.file("draft5")), s.dir.file("draft5"), 3, "stale", /*based_on=*/1));
+  EXPECT_EQ(v.current(), 0);
   // The same draft again, as version 2: judged and kept.
-  v.install(s.load(s.dir.file("draft4")), s.dir.file("draft4"), 2, "test");
+  EXPECT_TRUE(v.install(s.load(s.dir.file("draft4")), s.dir.file("draft4"), 2, "test", /*based_on=*/0));
   for (int i = 0; metrics.version_metrics(2).num_drafts < 150 && i < 20; ++i) serve(sched, 4, 100 + 4 * i);
   v.check();
   EXPECT_EQ(v.current(), 2);

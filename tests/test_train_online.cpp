@@ -11,11 +11,14 @@
 #include <thread>
 
 #include "engine/engine_core.h"
+#include "io/mapped_file.h"
 #include "engine/generator.h"
 #include "engine/offline.h"
 #include "engine/model_bundle.h"
+#include "models/dflash.h"
 #include "models/eagle3.h"
 #include "support/server_process.h"
+#include "support/synthetic_dflash.h"
 #include "support/synthetic_eagle3.h"
 #include "support/test_util.h"
 #include "support/train_fixture.h"
@@ -31,18 +34,21 @@ struct Rig {
   test::TempDir dir;
   ModelBundle bundle;
   std::unique_ptr<SpecSetup> spec;
-  explicit Rig(int draft_vocab = 3) {
+  // An EAGLE-3 draft of `draft_vocab` tokens (k = 3), or a DFlash draft of block 8 (k = 7).
+  explicit Rig(int draft_vocab = 3, DraftKind kind = DraftKind::Eagle3) {
     test::write_steered_byte_target(dir.file("target"));
     test::DraftSpec s;
     s.vocab = 259;
     s.draft_vocab = draft_vocab;
     s.scale = 0.3f;
     s.seed = 4;
-    test::write_draft(dir.file("draft"), s);
+    if (kind == DraftKind::Eagle3) test::write_draft(dir.file("draft"), s);
+    else test::write_dflash_draft(dir.file("draft"), test::dflash_draft_config(96, 4));
     bundle = load_bundle(dir.file("target"));
     SpecOptions so;
+    so.method = kind == DraftKind::Eagle3 ? "eagle3" : "dflash";
     so.draft_dir = dir.file("draft");
-    so.num_speculative_tokens = 3;
+    so.num_speculative_tokens = kind == DraftKind::Eagle3 ? 3 : 7;
     spec = std::make_unique<SpecSetup>(so, *bundle.model);
   }
   // Serves `n` greedy requests through an engine that captures them into `sink`.
@@ -113,6 +119,40 @@ TEST(OnlineTrainer, LearnsFromCapturedTrafficAndOffersLoadableCandidates) {
   EXPECT_GT(again.stats().steps, 0);
 }
 
+// A DFlash draft learns from the same captured traffic under its block loss (random anchors);
+// the guard counts its greedy block acceptance on the held-back sequences, and every version is a
+// DFlash export in the published layout that the engine loads and a restart resumes from.
+TEST(OnlineTrainer, TrainsDFlashDraftsFromCapturedTraffic) {
+  Rig r(3, DraftKind::DFlash);
+  std::vector<OnlineTrainer::Candidate> offered;
+  std::mutex mu;
+  OnlineTrainer::Hooks hooks;
+  hooks.install = [&](const OnlineTrainer::Candidate& c) {
+    std::lock_guard<std::mutex> lk(mu);
+    offered.push_back(c);
+    return true;
+  };
+  OnlineTrainOptions o = r.options(r.dir.file("online"));
+  o.num_anchors = 8;
+  OnlineTrainer t(*r.bundle.model, r.dir.file("draft"), 0, o, hooks);
+  t.start();
+  r.serve(&t, 64);
+  ASSERT_TRUE(wait_for([&] { return t.stats().accepted >= 2; }, 120)) << t.stats().steps << " steps";
+  t.stop();
+  EXPECT_EQ(t.stats().serving_version, offered.back().version);
+  for (auto& c : offered) {
+    EXPECT_GE(c.candidate_score, c.serving_score);
+    EXPECT_GE(c.serving_score, 1.0);  // tokens per block: the target's own plus those accepted
+    const auto cfg = json::parse(read_text_file(c.dir + "/config.json"));
+    EXPECT_EQ(cfg["architectures"][0], "DFlashDraftModel") << c.dir;
+    EXPECT_EQ(cfg["block_size"], 8) << c.dir;
+    EXPECT_NO_THROW(DFlashDraft::load(c.dir, *r.bundle.model)) << c.dir;
+  }
+  EXPECT_GT(offered.back().candidate_score, offered.front().serving_score);
+  OnlineTrainer again(*r.bundle.model, offered.back().dir, offered.back().version, o, {});
+  EXPECT_GT(again.stats().steps, 0);
+}
+
 // A candidate perturbed on purpose scores below the serving draft and is never offered. The
 // serving draft is first trained to predict this target (over the full vocabulary, so that a
 // broken draft cannot be right by chance the way one choosing among 3 tokens can).
@@ -180,13 +220,17 @@ double metric(const std::string& text, const std::string& name) {
   return std::atof(text.c_str() + text.find("} ", at) + 2);
 }
 
-// The whole loop in the real server: requests are captured and trained on, versions swap in,
-// every greedy output stays the target's own, the metrics say so, and the rollback endpoint is
-// an admin one.
-TEST(OnlineServe, TrainsSwapsAndRollsBackWhileServingExactly) {
-  Rig r;
+// The whole loop in the real server, for an EAGLE-3 and a DFlash draft: requests are captured and
+// trained on, versions swap in, every greedy output stays the target's own, the metrics say so,
+// and the rollback endpoint is an admin one.
+class OnlineServeLoop : public ::testing::TestWithParam<DraftKind> {};
+
+TEST_P(OnlineServeLoop, TrainsSwapsAndRollsBackWhileServingExactly) {
+  const bool dflash = GetParam() == DraftKind::DFlash;
+  Rig r(3, GetParam());
   const std::string args = "-m " + r.dir.file("target") + " --draft " + r.dir.file("draft") +
-                           " -k 3 --api-key k --online-train --online-train-dir " + r.dir.file("online") +
+                           (dflash ? " --spec-method dflash -k 7" : " -k 3") +
+                           " --api-key k --online-train --online-train-dir " + r.dir.file("online") +
                            " --online-train-eval-every 5 --online-train-batch 4 --online-train-eval-samples 8"
                            " --online-train-cpu-share 1 --online-train-nice 0 --online-train-lr 0.003"
                            " --online-train-pause-above 1";  // the test keeps the engine busy: train anyway
@@ -239,6 +283,9 @@ TEST(OnlineServe, TrainsSwapsAndRollsBackWhileServingExactly) {
   EXPECT_EQ(s.terminate(), 0);
   EXPECT_TRUE(std::filesystem::exists(r.dir.file("online") + "/checkpoint/state.json"));
 }
+
+INSTANTIATE_TEST_SUITE_P(Drafts, OnlineServeLoop, ::testing::Values(DraftKind::Eagle3, DraftKind::DFlash),
+                         [](const auto& info) { return info.param == DraftKind::Eagle3 ? "Eagle3" : "DFlash"; });
 
 // Without --api-key the admin endpoint is closed, and without --online-train there is nothing to roll back.
 TEST(OnlineServe, RollbackNeedsAnApiKeyAndOnlineTraining) {

@@ -4,6 +4,7 @@
 #include <spdlog/spdlog.h>
 
 #include "core/error.h"
+#include "io/hf_cache.h"
 #include "train/online_trainer.h"
 
 namespace eaglet::cli {
@@ -25,25 +26,30 @@ std::unique_ptr<OnlineSession> start_online_training(const OnlineTrainCliOptions
                                                      const SpecSetup& spec, const DraftHistory& history,
                                                      Scheduler& scheduler, ServingMetrics& metrics,
                                                      ServerOptions* server) {
-  EAGLET_CHECK(spec.draft() && spec.method() == "eagle3", "--online-train trains an EAGLE-3 draft: give one with --draft");
+  const std::shared_ptr<const ServedDraft>& initial = spec.served_draft();
+  EAGLET_CHECK(initial, "--online-train trains an EAGLE-3 or DFlash draft: give one with --draft");
   EAGLET_CHECK(!o.train.dir.empty(), "--online-train needs --online-train-dir (checkpoints and draft versions go there)");
   auto s = std::make_unique<Session>();
   const Model& target = *bundle.model;
-  // The draft loaded at start lives in `spec`; the versions hold it without owning it.
-  std::shared_ptr<const Eagle3Draft> initial(spec.draft(), [](const Eagle3Draft*) {});
-  auto loader = [&target](const std::string& dir) -> std::shared_ptr<const Eagle3Draft> { return Eagle3Draft::load(dir, target); };
+  // The trainer's exports load with the default options; the draft given at start (version 0,
+  // reloaded by a rollback after a restart) as --aux-numbering / --draft-semantics said.
+  const DraftKind kind = initial->kind();
+  const std::string given = resolve_model_path(spec.options().draft_dir);
+  const Eagle3LoadOptions given_options = spec.eagle3_load_options();
+  auto loader = [&target, kind, given, given_options](const std::string& dir) {
+    return ServedDraft::load(kind, dir, target, dir == given ? given_options : Eagle3LoadOptions{});
+  };
   s->versions = std::make_unique<DraftVersions>(scheduler, metrics, initial, history, o.train.dir, loader, o.versions);
   DraftVersions* versions = s->versions.get();
   const std::string draft_dir = DraftHistory::resolve(o.train.dir, history.entries.back().dir);
   const int version = history.entries.back().version;
   OnlineTrainer::Hooks hooks;
-  hooks.install = [versions, &target](const OnlineTrainer::Candidate& c) {
+  hooks.install = [versions, loader](const OnlineTrainer::Candidate& c) {
     try {
-      std::shared_ptr<const Eagle3Draft> d = Eagle3Draft::load(c.dir, target);
-      versions->install(std::move(d), c.dir, c.version,
-                        fmt::format("simulated acceptance {:.3f} -> {:.3f} on the held-back traffic at trainer step {}",
-                                    c.serving_score, c.candidate_score, c.step));
-      return true;
+      return versions->install(loader(c.dir), c.dir, c.version,
+                               fmt::format("acceptance length {:.3f} -> {:.3f} on the held-back traffic at trainer "
+                                           "step {}", c.serving_score, c.candidate_score, c.step),
+                               c.based_on);
     } catch (const std::exception& e) {
       spdlog::error("draft version {} ({}) could not be swapped in: {}", c.version, c.dir, e.what());
       return false;

@@ -9,7 +9,6 @@
 #include "core/error.h"
 #include "core/system_memory.h"
 #include "engine/generator.h"
-#include "speculation/eagle3_proposer.h"
 #include "speculation/tree_verifier.h"
 
 namespace eaglet {
@@ -79,22 +78,21 @@ EngineCore::EngineCore(ThreadPool& pool, Model& target, const Tokenizer& tok, co
     policy_ = spec_.new_policy(pool_, target_, proposer_->scores_drafts());
     taps_ = proposer_->tap_layers();
     proposer_taps_ = taps_.size();
+    served_ = spec_.served_draft();
   }
 }
 
 void EngineCore::capture(const CaptureOptions& opts) {
   EAGLET_CHECK(running_.empty(), "capture() must come before the first request");
-  EAGLET_CHECK(proposer_ && proposer_taps_ > 0, "online training captures an EAGLE-3 draft's taps: serve with --draft");
+  EAGLET_CHECK(proposer_ && proposer_taps_ > 0, "online training captures a draft's taps: serve with an EAGLE-3 or DFlash --draft");
   if (opts.sink) taps_.push_back(target_.config().num_layers);  // the last layer's output, for the target's logits
   history_ = std::make_unique<TapHistory>(opts, target_.config().hidden, proposer_taps_, taps_.size());
 }
 
-void EngineCore::swap_draft(std::shared_ptr<const Eagle3Draft> draft, int version) {
-  EAGLET_CHECK(draft && proposer_ && proposer_->name() == "eagle3", "a draft swap needs an EAGLE-3 engine");
-  EAGLET_CHECK(draft->config().aux_layers == proposer_->tap_layers(), "the new draft taps other target layers");
-  EAGLET_CHECK(draft->kv_shape(1).bytes_per_block() == spec_.draft_block_bytes(),
-               "the new draft's KV shape differs from the one the cache was sized for");
-  auto next = std::make_unique<Eagle3Proposer>(*draft, opts_.kv_blocks, pool_);
+void EngineCore::swap_draft(std::shared_ptr<const ServedDraft> draft, int version) {
+  EAGLET_CHECK(draft && served_ && proposer_, "a draft swap needs an engine serving a draft model");
+  served_->check_replaceable_by(*draft);
+  auto next = draft->new_proposer(opts_.kv_blocks, pool_);
   for (auto& s : running_) {
     if (!s->proposing) continue;
     if (history_) {
@@ -104,7 +102,7 @@ void EngineCore::swap_draft(std::shared_ptr<const Eagle3Draft> draft, int versio
     }
   }
   proposer_ = std::move(next);
-  swapped_draft_ = std::move(draft);  // after the old proposer, which read the previous one
+  served_ = std::move(draft);  // after the old proposer, which read the previous one
   draft_version_ = version;
   if (metrics_) metrics_->set_draft_version(version);
 }

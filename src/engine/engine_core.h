@@ -61,10 +61,10 @@ class EngineCore {
   // go to `opts.sink` with their taps; also keeps every sequence's tap history, so that a later
   // swap_draft() can rebuild its draft state. Call before the first request.
   void capture(const CaptureOptions& opts);
-  // Replaces the EAGLE-3 draft (same taps and shape as the one in use). Each sequence that drafts
-  // gets its draft KV rebuilt from its history; one without history (capture() not called)
+  // Replaces the draft (EAGLE-3 or DFlash, of the kind, taps and shape in use). Each sequence that
+  // drafts gets its draft KV rebuilt from its history; one without history (capture() not called)
   // continues without drafts. Output stays exactly the target's either way.
-  void swap_draft(std::shared_ptr<const Eagle3Draft> draft, int version);
+  void swap_draft(std::shared_ptr<const ServedDraft> draft, int version);
   int draft_version() const { return draft_version_; }
 
  private:
@@ -103,7 +103,7 @@ class EngineCore {
   std::vector<int> taps_;   // layers the forward taps: the proposer's, then (capturing) the last layer
   size_t proposer_taps_ = 0;  // how many of taps_ the proposer reads
   std::unique_ptr<TapHistory> history_;  // capture(): every sequence's tokens and taps
-  std::shared_ptr<const Eagle3Draft> swapped_draft_;  // a draft swap_draft() installed (else spec_'s)
+  std::shared_ptr<const ServedDraft> served_;  // the draft proposer_ reads (spec_'s, or one swap_draft() installed)
   int draft_version_ = 0;
   std::vector<std::unique_ptr<Seq>> running_;
   int64_t reserved_blocks_ = 0;

@@ -52,7 +52,7 @@ std::string DraftHistory::stored(const std::string& online_dir, const std::strin
   return fs::absolute(dir).string();
 }
 
-DraftVersions::DraftVersions(Scheduler& scheduler, ServingMetrics& metrics, std::shared_ptr<const Eagle3Draft> serving,
+DraftVersions::DraftVersions(Scheduler& scheduler, ServingMetrics& metrics, std::shared_ptr<const ServedDraft> serving,
                              const DraftHistory& history, std::string online_dir, Loader loader, Options opts)
     : scheduler_(scheduler), metrics_(metrics), online_dir_(std::move(online_dir)), loader_(std::move(loader)), opts_(opts) {
   EAGLET_CHECK(!history.entries.empty(), "internal: a draft history needs the serving version");
@@ -69,9 +69,14 @@ void DraftVersions::persist() const {
   h.save(online_dir_);
 }
 
-void DraftVersions::install(std::shared_ptr<const Eagle3Draft> draft, const std::string& dir, int version,
-                            const std::string& why) {
+bool DraftVersions::install(std::shared_ptr<const ServedDraft> draft, const std::string& dir, int version,
+                            const std::string& why, int based_on) {
   std::lock_guard<std::mutex> lk(mu_);
+  if (based_on >= 0 && stack_.back().number != based_on) {
+    spdlog::info("draft version {} ({}) is not swapped in: it was judged against version {}, and version {} serves "
+                 "now (a rollback came between)", version, dir, based_on, stack_.back().number);
+    return false;
+  }
   scheduler_.run_on_engine([&](EngineCore& e) { e.swap_draft(draft, version); });
   const double before = metrics_.version_metrics(stack_.back().number).mean_acceptance_length();
   spdlog::info("draft version {} serves from now on ({}; {}); version {} served at live acceptance length {:.3f}",
@@ -79,6 +84,7 @@ void DraftVersions::install(std::shared_ptr<const Eagle3Draft> draft, const std:
   stack_.push_back({version, dir, std::move(draft), false});
   metrics_.count_draft_swap();
   persist();
+  return true;
 }
 
 nlohmann::json DraftVersions::rollback(const std::string& why) {

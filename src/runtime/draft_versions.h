@@ -1,6 +1,6 @@
-// The EAGLE-3 draft versions a server with online training has served. A candidate the trainer's
-// guard passed is installed: swapped into the engine between two steps (every running sequence
-// keeps its exact output; its draft state is rebuilt). Once a version has served `judge_drafts`
+// The draft versions (EAGLE-3 or DFlash) a server with online training has served. A candidate
+// the trainer's guard passed is installed: swapped into the engine between two steps (every
+// running sequence keeps its exact output; its draft state is rebuilt). Once a version has served `judge_drafts`
 // drafts, its live acceptance length is compared with its predecessor's; if it fell by more than
 // `max_drop`, it is rolled back automatically. POST /v1/draft/rollback rolls back by hand.
 //
@@ -16,7 +16,7 @@
 #include <string>
 #include <vector>
 
-#include "models/eagle3.h"
+#include "speculation/served_draft.h"
 #include "runtime/scheduler.h"
 #include "runtime/serving_metrics.h"
 
@@ -46,14 +46,16 @@ class DraftVersions {
     double max_drop = 0.15;      // acceptance length it may lose against its predecessor
   };
   // Loads an earlier version's draft when a rollback reaches one this process never loaded.
-  using Loader = std::function<std::shared_ptr<const Eagle3Draft>(const std::string& dir)>;
+  using Loader = std::function<std::shared_ptr<const ServedDraft>(const std::string& dir)>;
   // `serving` serves as history.entries.back(); `online_dir` keeps versions.json ("" keeps none).
-  DraftVersions(Scheduler& scheduler, ServingMetrics& metrics, std::shared_ptr<const Eagle3Draft> serving,
+  DraftVersions(Scheduler& scheduler, ServingMetrics& metrics, std::shared_ptr<const ServedDraft> serving,
                 const DraftHistory& history, std::string online_dir, Loader loader, Options opts);
 
   // Swaps `draft` (loaded from `dir`) in as `version`; `why` goes into the log line (the guard's
-  // before/after scores).
-  void install(std::shared_ptr<const Eagle3Draft> draft, const std::string& dir, int version, const std::string& why);
+  // before/after scores). `based_on` >= 0: the version the candidate was judged against; if
+  // another serves by now (a rollback came between), nothing is swapped and the answer is false.
+  bool install(std::shared_ptr<const ServedDraft> draft, const std::string& dir, int version, const std::string& why,
+               int based_on = -1);
   // Back to the version before the current one; {"rolled_back": false, "reason": ...} when none is left.
   nlohmann::json rollback(const std::string& why);
   // Judges the current version once it has served enough drafts (rolls it back if it is worse).
@@ -66,7 +68,7 @@ class DraftVersions {
   struct Version {
     int number;
     std::string dir;  // openable
-    std::shared_ptr<const Eagle3Draft> draft;  // null: not loaded in this process yet
+    std::shared_ptr<const ServedDraft> draft;  // null: not loaded in this process yet
     bool judged = false;
   };
   void persist() const;  // with mu_ held

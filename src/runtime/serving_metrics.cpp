@@ -165,7 +165,7 @@ std::string ServingMetrics::render_online(const std::string& l) const {
   auto own = [&](const std::string& name, const char* type, const std::string& help, double v) {
     out += fmt::format("# HELP eaglet:{} {}\n# TYPE eaglet:{} {}\neaglet:{}{{{}}} {}\n", name, help, name, type, name, l, v);
   };
-  own("draft_version", "gauge", "Version of the EAGLE-3 draft serving now (0: the one loaded at start).", draft_version_);
+  own("draft_version", "gauge", "Version of the draft serving now (0: the one loaded at start).", draft_version_);
   own("online_train_steps_total", "counter", "Optimiser steps of the online trainer.", double(online_.steps));
   own("online_train_samples_total", "counter", "Served sequences the online trainer trained on.", double(online_.samples));
   own("online_train_dropped_samples_total", "counter", "Captured sequences dropped because the trainer's queue was full.", double(online_.dropped));

@@ -12,8 +12,6 @@
 #include "core/error.h"
 #include "core/thread_pool.h"
 #include "models/attention.h"
-#include "speculation/dflash_proposer.h"
-#include "speculation/eagle3_proposer.h"
 #include "speculation/ngram_proposer.h"
 
 namespace eaglet {
@@ -29,17 +27,13 @@ struct ProposerEntry {
 std::vector<ProposerEntry>& registry() {
   static std::vector<ProposerEntry> r{
       {"eagle3", DraftKind::Eagle3, true,
-       [](const SpecSetup& s, int64_t blocks, ThreadPool& pool) {
-         return std::make_unique<Eagle3Proposer>(*s.draft(), blocks, pool);
-       }},
+       [](const SpecSetup& s, int64_t blocks, ThreadPool& pool) { return s.served_draft()->new_proposer(blocks, pool); }},
       {"ngram", DraftKind::None, false,
        [](const SpecSetup& s, int64_t, ThreadPool&) {
          return std::make_unique<NgramProposer>(s.options().ngram_max, s.options().ngram_min);
        }},
       {"dflash", DraftKind::DFlash, true,
-       [](const SpecSetup& s, int64_t blocks, ThreadPool& pool) {
-         return std::make_unique<DFlashProposer>(*s.dflash(), blocks, pool);
-       }},
+       [](const SpecSetup& s, int64_t blocks, ThreadPool& pool) { return s.served_draft()->new_proposer(blocks, pool); }},
   };
   return r;
 }
@@ -113,13 +107,13 @@ SpecSetup::SpecSetup(const SpecOptions& opts, const Model& target) : opts_(opts)
   policy_ = parse_draft_shape(shape, k >= 0 ? k : 3);
   if (entry && entry->draft != DraftKind::None) {
     EAGLET_CHECK(!opts.draft_dir.empty(), "--spec-method {} needs --draft DIR", method_);
-    load_draft(entry->draft, target);
+    served_ = ServedDraft::load(entry->draft, resolve_model_path(opts.draft_dir), target, eagle3_load_options());
   }
   // A block draft's one forward proposes up to B - 1 tokens: auto keeps the whole block's chain
   // (or the depth cap given) and lets the cost model cut it.
-  if (dflash_ && policy_.adaptive) {
+  if (dflash() && policy_.adaptive) {
     policy_.whole_block = true;
-    const int block = dflash_->config().block_size - 1;
+    const int block = dflash()->config().block_size - 1;
     policy_.shape.depth = shape == "auto" ? block : std::min(policy_.shape.depth, block);
   }
   // Chain-only proposers (n-gram) and targets without tree attention (MiniMax MSA) draft chains.
@@ -130,19 +124,14 @@ SpecSetup::SpecSetup(const SpecOptions& opts, const Model& target) : opts_(opts)
   }
 }
 
-void SpecSetup::load_draft(DraftKind kind, const Model& target) {
-  const std::string dir = resolve_model_path(opts_.draft_dir);
-  if (kind == DraftKind::DFlash) {
-    dflash_ = DFlashDraft::load(dir, target);
-    return;
-  }
+Eagle3LoadOptions SpecSetup::eagle3_load_options() const {
   Eagle3LoadOptions lo;
   lo.numbering = opts_.aux_numbering == "output"  ? AuxNumbering::Output
                  : opts_.aux_numbering == "input" ? AuxNumbering::Input
                                                   : AuxNumbering::Auto;
   lo.semantics = parse_draft_semantics(opts_.draft_semantics);
   lo.allow_unused_tensors = opts_.allow_unused_draft_tensors;
-  draft_ = Eagle3Draft::load(dir, target, lo);
+  return lo;
 }
 
 // A DFlash block sits in the draft cache while it is drafted, however little of it is verified.
@@ -151,7 +140,7 @@ int SpecSetup::max_step_tokens() const {
   const TreeShape& s = policy_.shape;
   const int step = 1 + std::max(s.budget, (s.depth - 1) * s.topk);
   // A DFlash tree's nodes go to the target only; the draft's cache holds the block.
-  return dflash_ ? std::max(1 + s.budget, dflash_->config().block_size) : step;
+  return dflash() ? std::max(1 + s.budget, dflash()->config().block_size) : step;
 }
 
 std::unique_ptr<Proposer> SpecSetup::new_proposer(int64_t draft_blocks, ThreadPool& pool) const {
@@ -160,7 +149,7 @@ std::unique_ptr<Proposer> SpecSetup::new_proposer(int64_t draft_blocks, ThreadPo
 }
 
 size_t SpecSetup::draft_block_bytes() const {
-  return draft_ ? draft_->kv_shape(1).bytes_per_block() : dflash_ ? dflash_->kv_shape(1).bytes_per_block() : 0;
+  return served_ ? served_->kv_block_bytes() : 0;
 }
 
 std::unique_ptr<DraftPolicy> SpecSetup::new_policy(ThreadPool& pool, Model& target, bool scored) const {
@@ -182,12 +171,13 @@ std::string SpecSetup::describe() const {
                             : s.is_chain() ? fmt::format("chain k={}", s.depth)
                                            : fmt::format("tree topk={}, depth={}, budget={}", s.topk, s.depth, s.budget);
   if (method_ == "ngram") return fmt::format("n-gram prompt lookup (n {}..{}), {}", opts_.ngram_min, opts_.ngram_max, shape);
-  if (dflash_)
-    return fmt::format("DFlash draft {} (block {}, {})", opts_.draft_dir, dflash_->config().block_size, shape);
-  if (!draft_) return fmt::format("{}, {}", method_, shape);
+  if (dflash())
+    return fmt::format("DFlash draft {} (block {}, {})", opts_.draft_dir, dflash()->config().block_size, shape);
+  const Eagle3Draft* d = draft();
+  if (!d) return fmt::format("{}, {}", method_, shape);
   return fmt::format("EAGLE-3 draft {} ({}, draft vocab {}, taps {},{},{})", opts_.draft_dir, shape,
-                     draft_->config().draft_vocab, draft_->config().aux_layers[0], draft_->config().aux_layers[1],
-                     draft_->config().aux_layers[2]);
+                     d->config().draft_vocab, d->config().aux_layers[0], d->config().aux_layers[1],
+                     d->config().aux_layers[2]);
 }
 
 }  // namespace eaglet

@@ -7,10 +7,9 @@
 #include <memory>
 #include <string>
 
-#include "models/dflash.h"
-#include "models/eagle3.h"
 #include "speculation/draft_policy.h"
 #include "speculation/proposer.h"
+#include "speculation/served_draft.h"
 
 namespace eaglet {
 
@@ -38,8 +37,6 @@ struct SpecOptions {
 void apply_speculative_config(SpecOptions& o, const std::string& json, const std::string& option = "--speculative-config");
 
 class SpecSetup;
-// The draft model a proposer reads from --draft.
-enum class DraftKind { None, Eagle3, DFlash };
 // Builds a proposer for one engine: `draft_blocks` KV blocks of draft state, forwards on `pool`.
 using ProposerFactory =
     std::function<std::unique_ptr<Proposer>(const SpecSetup&, int64_t draft_blocks, ThreadPool& pool)>;
@@ -54,8 +51,12 @@ class SpecSetup {
   bool enabled() const { return method_ != "none" && !policy_.shape.empty(); }
   const std::string& method() const { return method_; }
   const SpecOptions& options() const { return opts_; }
-  const Eagle3Draft* draft() const { return draft_.get(); }
-  const DFlashDraft* dflash() const { return dflash_.get(); }
+  const Eagle3Draft* draft() const { return served_ ? served_->eagle3() : nullptr; }
+  const DFlashDraft* dflash() const { return served_ ? served_->dflash() : nullptr; }
+  // The --draft model (null for the n-gram proposer or without speculation).
+  const std::shared_ptr<const ServedDraft>& served_draft() const { return served_; }
+  // How EAGLE-3 drafts load (--aux-numbering, --draft-semantics): later versions of the draft too.
+  Eagle3LoadOptions eagle3_load_options() const;
   const DraftPolicyConfig& policy_config() const { return policy_; }
   // Chain length of a fixed chain, else the deepest tree the policy may draft.
   int k() const { return policy_.shape.depth; }
@@ -76,12 +77,10 @@ class SpecSetup {
   void set_cost_model(std::shared_ptr<const CostModel> cost) { cost_ = std::move(cost); }
 
  private:
-  void load_draft(DraftKind kind, const Model& target);
   std::string method_;
   SpecOptions opts_;
   DraftPolicyConfig policy_;
-  std::unique_ptr<Eagle3Draft> draft_;
-  std::unique_ptr<DFlashDraft> dflash_;
+  std::shared_ptr<const ServedDraft> served_;
   std::shared_ptr<const CostModel> cost_;  // set_cost_model: every engine uses it
   // Measured per thread count (a benchmark sweeps them; the costs differ).
   mutable std::map<int, std::shared_ptr<const CostModel>> measured_;

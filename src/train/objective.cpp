@@ -5,6 +5,7 @@
 #include "core/error.h"
 #include "core/splitmix.h"
 #include "io/json_config.h"
+#include "io/mapped_file.h"
 #include "io/safetensors.h"
 #include "kernels/pack.h"
 #include "train/draft_io.h"
@@ -23,6 +24,10 @@ std::vector<double> with_acceptance(std::vector<double> counts, double accepted,
 
 class Eagle3Objective final : public DraftObjective {
  public:
+  // A loaded draft, trained on as it stands (its own lm_head and vocabulary map).
+  Eagle3Objective(const TrainConfig& cfg, const Model& target, TrainableDraft d)
+      : cfg_(cfg), target_(target), vmap_(std::move(d.vocab_map)), module_(d.module), d2t_index_(d.d2t_index),
+        in_draft_(d.in_draft) {}
   Eagle3Objective(const TrainConfig& cfg, const Model& target, const DraftModuleOptions& mo, const VocabMapping& vmap)
       : cfg_(cfg), target_(target), vmap_(vmap), module_(mo) {
     const Eagle3Config& dc = mo.config;
@@ -82,8 +87,11 @@ void use_target_tensors(DFlashModule& m, const Model& target) {
 class DFlashObjective final : public DraftObjective {
  public:
   DFlashObjective(const TrainConfig& cfg, const Model& target, const DFlashModuleOptions& mo)
-      : cfg_(cfg), target_(target), module_(mo),
-        gamma_(cfg.loss_decay_gamma > 0 ? cfg.loss_decay_gamma : default_gamma(mo.config.block_size)) {
+      : DFlashObjective(cfg, target, DFlashModule(mo)) {}
+  // `m` with its weights (the target's embedding and lm_head set).
+  DFlashObjective(const TrainConfig& cfg, const Model& target, DFlashModule m)
+      : cfg_(cfg), target_(target), module_(std::move(m)),
+        gamma_(cfg.loss_decay_gamma > 0 ? cfg.loss_decay_gamma : default_gamma(module_->opts.config.block_size)) {
     use_target_tensors(module_, target);
   }
   torch::nn::Module& module() override { return *module_; }
@@ -180,6 +188,14 @@ std::unique_ptr<DraftObjective> make_eagle3_objective(const TrainConfig& cfg, co
 std::unique_ptr<DraftObjective> make_dflash_objective(const TrainConfig& cfg, const Model& target,
                                                       const DFlashModuleOptions& mo) {
   return std::make_unique<DFlashObjective>(cfg, target, mo);
+}
+
+std::unique_ptr<DraftObjective> load_objective(const TrainConfig& cfg, const std::string& dir, const Model& target) {
+  const auto top = nlohmann::json::parse(read_text_file(dir + "/config.json"), nullptr, false);
+  const bool dflash = top.is_object() && top.value("architectures", nlohmann::json::array()) ==
+                                             nlohmann::json::array({"DFlashDraftModel"});
+  if (dflash) return std::make_unique<DFlashObjective>(cfg, target, load_dflash_module(dir, target));
+  return std::make_unique<Eagle3Objective>(cfg, target, load_trainable_draft(dir, target));
 }
 
 DFlashModuleOptions dflash_module_options(const TrainConfig& c, const ModelConfig& t) {

@@ -51,6 +51,11 @@ std::unique_ptr<DraftObjective> make_eagle3_objective(const TrainConfig& cfg, co
 std::unique_ptr<DraftObjective> make_dflash_objective(const TrainConfig& cfg, const Model& target,
                                                       const DFlashModuleOptions& mo);
 
+// An exported draft with its weights, to train on further (`serve --online-train`): a DFlash draft
+// when its config.json says DFlashDraftModel, else an EAGLE-3 / EAGLE-3.1 draft with its own
+// lm_head and vocabulary map (load_trainable_draft: what the module lacks is an error naming it).
+std::unique_ptr<DraftObjective> load_objective(const TrainConfig& cfg, const std::string& dir, const Model& target);
+
 // The DFlash settings of a recipe for `target`: its shape (the target's unless set), block size,
 // mask token and target layers (z-lab's spread unless set).
 DFlashModuleOptions dflash_module_options(const TrainConfig& c, const ModelConfig& target);

@@ -17,6 +17,7 @@
 #include "io/mapped_file.h"
 #include "train/draft_io.h"
 #include "train/metrics.h"
+#include "train/objective.h"
 
 namespace eaglet {
 
@@ -25,21 +26,32 @@ namespace fs = std::filesystem;
 namespace {
 using clock_type = std::chrono::steady_clock;
 
-// Copies every parameter and buffer of `src` into `dst` (same options).
-// Captured traffic is aligned as TorchSpec aligns its loss mask.
-constexpr LossMaskAlignment kAlignment = LossMaskAlignment::TorchSpec;
-
-void copy_weights(DraftModule& dst, const DraftModule& src) {
-  torch::NoGradGuard ng;
-  auto d = dst->named_parameters(), s = src->named_parameters();
-  for (auto& p : s) d[p.key()].copy_(p.value());
-  auto db = dst->named_buffers(), sb = src->named_buffers();
-  for (auto& b : sb) db[b.key()].copy_(b.value());
+// A module's parameters and buffers, copied (the guard's baseline, a rollback's starting point).
+std::vector<torch::Tensor> weights_of(torch::nn::Module& m) {
+  std::vector<torch::Tensor> w;
+  for (auto& p : m.parameters()) w.push_back(p.detach().clone());
+  for (auto& b : m.buffers()) w.push_back(b.detach().clone());
+  return w;
 }
 
-DraftModule clone_module(const DraftModule& m) {
-  DraftModule c(m->opts);
-  copy_weights(c, m);
+// Sets `m`'s parameters and buffers to `w` (from weights_of on a module of the same shape).
+void set_weights(torch::nn::Module& m, const std::vector<torch::Tensor>& w) {
+  torch::NoGradGuard ng;
+  size_t i = 0;
+  for (auto& p : m.parameters()) p.copy_(w.at(i++));
+  for (auto& b : m.buffers()) b.copy_(w.at(i++));
+}
+
+// The objective's settings for traffic the engine captured (aligned as TorchSpec aligns its loss
+// mask) under the online options.
+TrainConfig online_config(const OnlineTrainOptions& o) {
+  TrainConfig c;
+  c.seed = o.seed;
+  c.ttt_steps = o.ttt_steps;
+  c.step_weight = o.step_weight;
+  c.num_anchors = o.num_anchors;
+  c.loss_mask = "torchspec";
+  c.key_style = "midlayer";
   return c;
 }
 
@@ -57,9 +69,9 @@ torch::optim::AdamW make_optimizer(const std::vector<torch::Tensor>& params, dou
   return torch::optim::AdamW(params, torch::optim::AdamWOptions(lr).betas({0.9, 0.95}).weight_decay(0.0));
 }
 
-std::vector<torch::Tensor> trainable(const DraftModule& m) {
+std::vector<torch::Tensor> trainable(torch::nn::Module& m) {
   std::vector<torch::Tensor> out;
-  for (auto& p : m->parameters())
+  for (auto& p : m.parameters())
     if (p.requires_grad()) out.push_back(p);
   return out;
 }
@@ -78,8 +90,9 @@ int first_free_version(const std::string& dir, int at_least) {
 }  // namespace
 
 struct OnlineTrainer::State {
-  TrainableDraft draft;              // the module being trained, with its vocabulary map
-  DraftModule serving{nullptr};      // the serving version's weights: the guard's baseline
+  TrainConfig cfg;                   // the objective's settings (it keeps a reference)
+  std::unique_ptr<DraftObjective> draft;  // the module being trained, its loss and export
+  std::vector<torch::Tensor> serving;     // the serving version's weights: the guard's baseline
   std::unique_ptr<torch::optim::AdamW> optim;
   std::vector<torch::Tensor> params;
   std::vector<HiddenSample> eval;    // the held-back slice (a ring of the most recent)
@@ -87,6 +100,7 @@ struct OnlineTrainer::State {
   std::deque<HiddenSample> fresh;    // captured, not yet trained on
   std::vector<HiddenSample> replay;  // reservoir over everything trained on
   int64_t reservoir_seen = 0;
+  int64_t batch_samples = 0;         // samples drawn into batches so far (DFlash anchors' seeds)
   std::mt19937_64 rng;
   int next_version = 1;
   MetricsLog log{""};
@@ -100,14 +114,16 @@ OnlineTrainer::OnlineTrainer(const Model& target, const std::string& draft_dir, 
   EAGLET_CHECK(opts_.batch_size > 0 && opts_.eval_every > 0 && opts_.ttt_steps > 0 && opts_.replay_size > 0,
                "--online-train: batch size, eval interval, TTT steps and replay size must be positive");
   EAGLET_CHECK(opts_.max_cpu_share > 0 && opts_.max_cpu_share <= 1, "--online-train-cpu-share must be in (0, 1]");
+  EAGLET_CHECK(opts_.num_anchors > 0, "--online-train-anchors must be positive");
   fs::create_directories(opts_.dir);
   State& s = *st_;
-  s.draft = load_trainable_draft(draft_dir, target_);
-  s.serving = clone_module(s.draft.module);
+  s.cfg = online_config(opts_);
+  s.draft = load_objective(s.cfg, draft_dir, target_);
+  s.serving = weights_of(s.draft->module());
   s.rng.seed(opts_.seed);
   s.next_version = version + 1;
   stats_.serving_version = version;
-  s.params = trainable(s.draft.module);
+  s.params = trainable(s.draft->module());
   s.optim = std::make_unique<torch::optim::AdamW>(make_optimizer(s.params, opts_.lr));
   resume();
   s.next_version = first_free_version(opts_.dir, s.next_version);
@@ -120,20 +136,20 @@ void OnlineTrainer::resume() {
   for (const std::string& dir : {ck, ck + ".old"}) {
     if (!fs::exists(dir + "/state.json")) continue;
     std::string file;
-    try {  // into a fresh module and optimizer: a file that fails half-way must leave nothing behind
-      DraftModule m = clone_module(s.draft.module);
-      std::vector<torch::Tensor> params = trainable(m);
-      auto optim = std::make_unique<torch::optim::AdamW>(make_optimizer(params, opts_.lr));
+    torch::nn::Module& m = s.draft->module();
+    const std::vector<torch::Tensor> before = weights_of(m);
+    try {  // into a fresh optimizer, the module restored on failure: a file that fails half-way leaves nothing behind
+      auto optim = std::make_unique<torch::optim::AdamW>(make_optimizer(s.params, opts_.lr));
       file = dir + "/state.json";
       const auto state = nlohmann::json::parse(read_text_file(file));
       const int64_t step = state.at("step").get<int64_t>(), trained = state.at("samples_trained").get<int64_t>();
       const int next = state.at("next_version").get<int>();
       file = dir + "/model.pt";
-      torch::load(m, file);
+      torch::serialize::InputArchive in;
+      in.load_from(file);
+      m.load(in);
       file = dir + "/optimizer.pt";
       torch::load(*optim, file);
-      s.draft.module = m;
-      s.params = std::move(params);
       s.optim = std::move(optim);
       stats_.steps = step;
       stats_.samples_trained = trained;
@@ -143,6 +159,7 @@ void OnlineTrainer::resume() {
                    stats_.serving_version);
       return;
     } catch (const std::exception& e) {
+      set_weights(m, before);
       spdlog::warn("online training: checkpoint file {} cannot be read ({}); trying the one before", file,
                    std::string(e.what()).substr(0, 200));
     }
@@ -158,7 +175,9 @@ void OnlineTrainer::save() {
   const std::string ck = opts_.dir + "/checkpoint", tmp = ck + ".tmp", old = ck + ".old";
   fs::remove_all(tmp);
   fs::create_directories(tmp);
-  torch::save(s.draft.module, tmp + "/model.pt");
+  torch::serialize::OutputArchive out;
+  s.draft->module().save(out);
+  out.save_to(tmp + "/model.pt");
   torch::save(*s.optim, tmp + "/optimizer.pt");
   const OnlineTrainStats now = stats();
   write_file_durably(tmp + "/state.json", nlohmann::json{{"step", now.steps}, {"samples_trained", now.samples_trained},
@@ -267,9 +286,9 @@ bool OnlineTrainer::take_arrivals() {
     std::swap(reset_version, reset_version_);
   }
   if (!reset_dir.empty()) {
-    TrainableDraft back = load_trainable_draft(reset_dir, target_);
-    copy_weights(s.draft.module, back.module);
-    copy_weights(s.serving, back.module);
+    const std::unique_ptr<DraftObjective> back = load_objective(s.cfg, reset_dir, target_);
+    s.serving = weights_of(back->module());
+    set_weights(s.draft->module(), s.serving);
     s.optim = std::make_unique<torch::optim::AdamW>(make_optimizer(s.params, opts_.lr));
     std::lock_guard<std::mutex> lk(mu_);
     stats_.serving_version = reset_version;
@@ -305,10 +324,13 @@ OnlineTrainStats OnlineTrainer::train_step(ThreadPool& pool) {
     batch.push_back(&s.replay[std::uniform_int_distribution<size_t>(0, s.replay.size() - 1)(s.rng)]);
   const double lr = opts_.lr * std::min(1.0, double(stats().steps + 1) / double(std::max(1, opts_.warmup)));
   for (auto& group : s.optim->param_groups()) static_cast<torch::optim::AdamWOptions&>(group.options()).lr(lr);
-  s.draft.module->train();
-  s.draft.module->zero_grad();
-  TttResult res = ttt_forward(s.draft.module, make_batch(pool, target_, batch, kAlignment), opts_.ttt_steps,
-                              opts_.step_weight, s.draft.d2t_index, s.draft.in_draft);
+  torch::nn::Module& m = s.draft->module();
+  m.train();
+  m.zero_grad();
+  const TttBatch b = make_batch(pool, target_, batch, LossMaskAlignment::TorchSpec);
+  s.draft->prepare(b, s.batch_samples);
+  s.batch_samples += int64_t(batch.size());
+  TttResult res = s.draft->loss(b, nullptr);
   res.loss.backward();
   torch::nn::utils::clip_grad_norm_(s.params, opts_.grad_clip);
   s.optim->step();
@@ -335,8 +357,8 @@ OnlineTrainStats OnlineTrainer::train_step(ThreadPool& pool) {
   return now;
 }
 
-// The guard: the module now against the serving weights on the held-back traffic (simulated
-// acceptance); a candidate at least min_gain better is exported as the next version and offered
+// The guard: the module now against the serving weights, by acceptance length on the held-back
+// traffic; a candidate at least min_gain better is exported as the next version and offered
 // to the server. Returns the stats after the decision.
 OnlineTrainStats OnlineTrainer::judge_candidate(ThreadPool& pool, const OnlineTrainStats& now) {
   State& s = *st_;
@@ -345,35 +367,44 @@ OnlineTrainStats OnlineTrainer::judge_candidate(ThreadPool& pool, const OnlineTr
                  s.eval.size(), opts_.min_eval_samples);
     return now;
   }
-  DraftModule cand = s.draft.module;
-  if (opts_.poison > 0) {  // a deliberately broken candidate (tests of the guard)
-    cand = clone_module(s.draft.module);
-    torch::NoGradGuard ng;
-    for (auto& p : cand->parameters()) p.add_(torch::randn_like(p) * opts_.poison);
-  }
-  const int k = opts_.ttt_steps, B = opts_.batch_size;
-  auto score = [&](DraftModule& m) {
-    return simulated_acceptance(ttt_accuracy(m, s.draft.d2t_index, s.draft.in_draft, pool, target_, s.eval, k, B, kAlignment), k);
+  torch::nn::Module& m = s.draft->module();
+  auto score = [&] {
+    const int S = s.draft->slots();
+    const std::vector<double> n = s.draft->eval_counts(pool, target_, s.eval, opts_.batch_size);
+    std::vector<double> accuracy;
+    for (int i = 0; i < S; ++i) accuracy.push_back(n[size_t(S + i)] > 0 ? n[size_t(i)] / n[size_t(S + i)] : 0);
+    return s.draft->acceptance(accuracy, n[size_t(2 * S)], n[size_t(2 * S + 1)]);
   };
-  const double serving = score(s.serving), candidate = score(cand);
-  Candidate c{"", 0, serving, candidate, now.steps};
+  const std::vector<torch::Tensor> trained = weights_of(m);
+  set_weights(m, s.serving);
+  const double serving = score();
+  set_weights(m, trained);
+  if (opts_.poison > 0) {  // a deliberately broken candidate (tests of the guard); training goes on unbroken
+    torch::NoGradGuard ng;
+    for (auto& p : m.parameters()) p.add_(torch::randn_like(p) * opts_.poison);
+  }
+  const double candidate = score();
+  Candidate c{"", 0, now.serving_version, serving, candidate, now.steps};
   // Exported aside, flushed, then renamed (a version folder is whole or absent) and offered to the
   // server; installed, DraftVersions records it in versions.json.
   auto offer = [&] {
     c.version = s.next_version++;
     c.dir = opts_.dir + "/v" + std::to_string(c.version);
     fs::remove_all(c.dir + ".tmp");
-    write_draft_export(c.dir + ".tmp", export_module(cand, target_.config(), s.draft.vocab_map), "midlayer");
+    s.draft->write_export(c.dir + ".tmp");
     fsync_folder(c.dir + ".tmp");
     rename_durably(c.dir + ".tmp", c.dir);
     crash_point("version-exported");
     return hooks_.install && hooks_.install(c);
   };
-  const bool installed = candidate >= serving + opts_.min_gain && offer();
-  if (installed) copy_weights(s.serving, cand);
-  spdlog::info("online training: step {}: candidate {:.3f} vs serving {:.3f} (simulated acceptance, {} held-back "
-               "samples): {}", now.steps, candidate, serving, s.eval.size(),
-               installed ? fmt::format("swapped in as version {}", c.version) : "rejected by the guard");
+  const bool passed = candidate >= serving + opts_.min_gain, installed = passed && offer();
+  if (installed) s.serving = weights_of(m);
+  if (opts_.poison > 0) set_weights(m, trained);
+  spdlog::info("online training: step {}: candidate {:.3f} vs serving {:.3f} ({}, {} held-back samples): {}",
+               now.steps, candidate, serving, s.draft->acceptance_label(), s.eval.size(),
+               installed ? fmt::format("swapped in as version {}", c.version)
+               : passed  ? fmt::format("exported as version {}, not swapped in", c.version)
+                         : "rejected by the guard");
   s.log.write({{"kind", "guard"}, {"step", now.steps}, {"serving", serving}, {"candidate", candidate},
                {"installed", installed}, {"version", installed ? c.version : now.serving_version},
                {"held_back", s.eval.size()}});

@@ -1,14 +1,16 @@
 // `eaglet serve --online-train`: a draft that keeps learning from the traffic it serves (Liu et
-// al., "Online Speculative Decoding", 2023, with EAGLE-3's TTT loss).
+// al., "Online Speculative Decoding", 2023, with EAGLE-3's TTT loss or DFlash's block loss).
 //
 // The engine core captures finished sequences with the target's taps at every position it ran
 // (engine/sample_sink.h); consume() queues them. A background thread, at low priority and on at
 // most a set share of one core, pauses while requests wait for admission, then trains the same
-// draft module with the same TTT loss as `eaglet train` on batches that mix the newest traffic
-// with a reservoir of everything seen (so the draft does not forget). Every `eval_every` steps the
-// module is judged against the serving draft on a held-back slice of recent traffic (simulated
-// acceptance from the target's recorded distributions); a candidate that is not worse is exported
-// (the Hugging Face layout of `eaglet train`) and offered through on_candidate, which swaps it in.
+// draft module with the same objective as `eaglet train` (train/objective.h: an EAGLE-3 draft
+// under the TTT unroll, a DFlash draft under the block loss at random anchors) on batches that mix
+// the newest traffic with a reservoir of everything seen (so the draft does not forget). Every
+// `eval_every` steps the module is judged against the serving draft on a held-back slice of
+// recent traffic (EAGLE-3: acceptance simulated from the target's recorded distributions; DFlash:
+// the greedy acceptance of every block, counted); a candidate that is not worse is exported (the
+// Hugging Face layout of `eaglet train`) and offered through on_candidate, which swaps it in.
 // Checkpoints (module, AdamW, step, versions) make a restarted server resume where it stopped.
 // No libtorch in this header: the CLI wires it to the server.
 #pragma once
@@ -36,8 +38,9 @@ struct OnlineTrainOptions {
   double lr = 1e-3;            // AdamW (0.9, 0.95), constant after `warmup` steps
   int warmup = 20;
   double grad_clip = 0.5;
-  int ttt_steps = 3;
+  int ttt_steps = 3;            // EAGLE-3
   double step_weight = 0.8;
+  int num_anchors = 32;         // DFlash: blocks drawn per sequence per step (at most)
   int eval_every = 50;         // steps between candidates
   int eval_samples = 48;       // the held-back slice: the most recent captured sequences set aside
   double eval_share = 0.1;     // share of captured sequences held back
@@ -63,7 +66,8 @@ class OnlineTrainer : public SampleSink {
   struct Candidate {
     std::string dir;  // the exported draft
     int version = 0;
-    double serving_score = 0, candidate_score = 0;  // simulated acceptance length (k = ttt_steps)
+    int based_on = 0;  // the serving version it was judged against
+    double serving_score = 0, candidate_score = 0;  // acceptance length on the held-back traffic
     int64_t step = 0;
   };
   struct Hooks {

@@ -7,19 +7,19 @@
 
 namespace eaglet::test {
 
-nlohmann::json dflash_draft_config(int mask_token_id) {
+nlohmann::json dflash_draft_config(int mask_token_id, int target_layers) {
   return {{"architectures", {"DFlashDraftModel"}}, {"model_type", "qwen3"}, {"hidden_size", 48},
           {"intermediate_size", 64}, {"num_attention_heads", 4}, {"num_key_value_heads", 2}, {"head_dim", 16},
           {"num_hidden_layers", 2}, {"rms_norm_eps", 1e-6}, {"rope_theta", 10000.0}, {"block_size", 8},
-          {"num_target_layers", 3}, {"layer_types", {"full_attention", "full_attention"}},
+          {"num_target_layers", target_layers}, {"layer_types", {"full_attention", "full_attention"}},
           {"dflash_config", {{"mask_token_id", mask_token_id}, {"target_layer_ids", {0, 2}}}}};
 }
 
-void write_dflash_draft(const std::string& dir, const nlohmann::json& cfg, const std::vector<std::string>& extra_tensors) {
+void write_dflash_draft(const std::string& dir, const nlohmann::json& cfg, const std::vector<std::string>& extra_tensors,
+                        uint64_t seed) {
   std::filesystem::create_directories(dir);
   write_text(dir + "/config.json", cfg.dump());
   std::vector<TensorToWrite> ts;
-  uint64_t seed = 11;
   auto put = [&](const std::string& name, std::vector<int64_t> shape, float stddev, float mean = 0) {
     int64_t n = 1;
     for (int64_t d : shape) n *= d;
