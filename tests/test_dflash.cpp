@@ -93,22 +93,7 @@ TEST(DFlash, SlidingAndCausalLayersResolveAsVllmAndExportAlike) {
 
 // The reference's configs: full layers; a causal sliding layer whose window leaves the context
 // behind; both layers non-causal with a window narrower than the block; causal full layers.
-std::vector<nlohmann::json> reference_configs() {
-  std::vector<nlohmann::json> out{draft_config()};
-  nlohmann::json j = draft_config();
-  j["layer_types"] = {"sliding_attention", "full_attention"};
-  j["sliding_window"] = 4;
-  out.push_back(j);
-  j = draft_config();
-  j["dflash_config"]["use_swa"] = true;
-  j["dflash_config"]["swa_window_size"] = 3;
-  j["dflash_config"]["causal"] = false;
-  out.push_back(j);
-  j = draft_config();
-  j["is_causal"] = true;
-  out.push_back(j);
-  return out;
-}
+std::vector<nlohmann::json> reference_configs() { return test::dflash_attention_variants(); }
 
 TEST(DFlash, BlockMatchesTheNumpyReference) {
   if (!test::python_numpy_available()) GTEST_SKIP() << "needs /usr/bin/python3 with numpy (apt: python3-numpy)";

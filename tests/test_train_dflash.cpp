@@ -6,6 +6,7 @@
 #include <cmath>
 #include <filesystem>
 #include <nlohmann/json.hpp>
+#include <tuple>
 
 #include "cache/kv_cache.h"
 #include "core/error.h"
@@ -14,6 +15,7 @@
 #include "models/dflash.h"
 #include "speculation/spec_setup.h"
 #include "support/greedy_check.h"
+#include "support/synthetic_dflash.h"
 #include "support/train_fixture.h"
 #include "tokenizer/tokenizer.h"
 #include "train/objective.h"
@@ -169,6 +171,39 @@ TEST(DFlashTrain, TrainsExportsInThePublishedLayoutAndTheEngineServesIt) {
   test::expect_greedy_equal(*target, tok, {}, prompts, o, 24, {"k=3", "k=7"});
 }
 
+// Sliding-window and causal layers (published variants): the training module computes what the
+// engine serves, context window and in-block order included; a recipe trains such a draft, exports
+// the layer kinds and serves it losslessly.
+TEST(DFlashTrain, SlidingAndCausalLayersTrainAsTheEngineRunsThem) {
+  TrainFixture f;
+  auto target = load_model(f.target);
+  const std::vector<nlohmann::json> variants = test::dflash_attention_variants(96, target->config().num_layers);
+  for (size_t i = 1; i < variants.size(); ++i) {
+    SCOPED_TRACE(variants[i].dump());
+    const std::string dir = f.dir.file("variant" + std::to_string(i));
+    test::write_dflash_draft(dir, variants[i]);
+    expect_engine_matches_module(dir, *target);
+  }
+  const TrainSummary s = run_training(f.config(
+      f.dir.file("run"), dflash_recipe({"model.draft.layer_types=[sliding_attention,full_attention]",
+                                        "model.draft.sliding_window=3", "model.draft.causal=false"})));
+  const auto j = nlohmann::json::parse(read_text_file(s.export_dir + "/config.json"));
+  EXPECT_EQ(j["layer_types"], nlohmann::json({"sliding_attention", "full_attention"}));
+  EXPECT_EQ(j["sliding_window"], 3);
+  const auto draft = DFlashDraft::load(s.export_dir, *target);
+  ASSERT_EQ(draft->config().layer_attention.size(), 2u);
+  EXPECT_TRUE(draft->config().layer_attention[0].sliding);
+  EXPECT_FALSE(draft->config().layer_attention[0].causal);
+  expect_engine_matches_module(s.export_dir, *target);
+  Tokenizer tok = Tokenizer::bytes();
+  std::vector<std::vector<int>> prompts;
+  for (int i = 0; i < 6; ++i) prompts.push_back(tok.encode("story " + std::to_string(i * 7) + ": a dog"));
+  SpecOptions o;
+  o.method = "dflash";
+  o.draft_dir = s.export_dir;
+  test::expect_greedy_equal(*target, tok, {}, prompts, o, 24, {"k=7", "topk=2,depth=4,budget=8"});
+}
+
 TEST(DFlashTrain, StopAndResumeIsExact) {
   TrainFixture f;
   run_training(f.config(f.dir.file("a"), dflash_recipe()));
@@ -195,15 +230,28 @@ TEST(DFlashTrain, RecipeSettingsAndRefusals) {
   EXPECT_EQ(o.config.block_size, 10);
   EXPECT_EQ(o.config.mask_token_id, 2);
   EXPECT_EQ(o.config.taps, (std::vector<int>{2, 3, 4}));
-  // Layers the training module does not run are refused, not trained as full attention.
-  for (auto [key, value] : {std::pair<std::string, nlohmann::json>{"layer_types", {"sliding_attention", "full_attention", "full_attention"}},
-                            {"is_causal", true}}) {
+  // Sliding-window and causal layers come from the published config, as the engine resolves them.
+  for (const auto& [key, value, want] :
+       {std::tuple<std::string, nlohmann::json, std::string>{"layer_types", {"sliding_attention", "full_attention", "full_attention"}, "S+F-F-"},
+        {"is_causal", true, "F+F+F+"}}) {
     nlohmann::json j = nlohmann::json::parse(read_text_file(cfg));
     j[key] = value;
+    j["sliding_window"] = 5;
     const std::string path = f.dir.file("dflash-" + key + ".json");
     test::write_text(path, j.dump());
-    test::expect_mentions(test::error_of([&] { TrainConfig::load("", {"draft_model_config=" + path}); }), {path, key});
+    const DFlashConfig d = dflash_module_options(TrainConfig::load("", {"draft_model_config=" + path}), target->config()).config;
+    std::string got;
+    for (const auto& l : d.layer_attention) got += std::string(l.sliding ? "S" : "F") + (l.causal ? "+" : "-");
+    EXPECT_EQ(got, want) << key;
+    EXPECT_EQ(d.sliding_window, key == "layer_types" ? 5 : 0) << key;
   }
+  test::expect_mentions(test::error_of([&] {
+                          dflash_module_options(TrainConfig::load("", dflash_recipe({"model.draft.layer_types=[sliding_attention]"})),
+                                                target->config());
+                        }),
+                        {"layer_types", "2 layers"});
+  test::expect_mentions(test::error_of([] { TrainConfig::load("", dflash_recipe({"model.draft.causal=maybe"})); }),
+                        {"model.draft.causal"});
   // SpecForge's and speculators' key names.
   const TrainConfig a = TrainConfig::load("", dflash_recipe({"max_anchors=33", "dflash_decay_gamma=4"}));
   EXPECT_EQ(a.num_anchors, 33);

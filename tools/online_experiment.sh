@@ -8,6 +8,8 @@
 #   tools/online_experiment.sh WEAK_DRAFT OUT [REQUESTS=3000] [RATE=12] [THREADS=1]
 # WEAK_DRAFT: e.g. `eaglet train --config examples/stories260k/train.yaml output_dir=runs/weak
 # data.num_samples=600 regen.samples_per_prompt=1 training.steps=170` -> runs/weak/export.
+# SPEC: the speculation options (default "-k 3"; a DFlash draft: "--spec-method dflash -k 7").
+# QUICK=1: only the paced runs (online, frozen, plain), not the poisoned and saturated ones.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 draft=${1:?usage: online_experiment.sh WEAK_DRAFT OUT [REQUESTS] [RATE] [THREADS]}
@@ -17,6 +19,8 @@ rate=${4:-12}
 threads=${5:-1}
 model=../shared/models/stories260K-hf
 eaglet=./build/eaglet
+read -r -a spec <<<"${SPEC:--k 3}"
+quick=${QUICK:-0}
 mkdir -p "$out"
 /usr/bin/python3 tools/heldout_prompts.py ../shared/data/tinystories "$out/prompts" >/dev/null
 prompts="$out/prompts/traffic.txt"
@@ -48,12 +52,12 @@ load() {  # load NAME ARGS...
 
 echo "== online training, $requests requests at $rate/s" | tee "$out/loadtest.txt"
 rm -rf "$out/online"
-serve online --draft "$draft" -k 3 --online-train --online-train-dir "$out/online"
+serve online --draft "$draft" "${spec[@]}" --online-train --online-train-dir "$out/online"
 load online --concurrency 8 --rate "$rate" --requests "$requests" --metrics-every 100
 stop_server
 
 echo "== the same load, frozen draft" | tee -a "$out/loadtest.txt"
-serve frozen --draft "$draft" -k 3
+serve frozen --draft "$draft" "${spec[@]}"
 load frozen --concurrency 8 --rate "$rate" --requests "$requests" --metrics-every 100
 stop_server
 
@@ -62,18 +66,23 @@ serve plain
 load plain --concurrency 8 --requests "$requests"
 stop_server
 
+if [ "$quick" = 1 ]; then
+  /usr/bin/python3 tools/online_curve.py "$out"
+  exit 0
+fi
+
 echo "== poisoned candidates (the guard must turn them all down)" | tee -a "$out/loadtest.txt"
 rm -rf "$out/poisoned"
-serve poisoned --draft "$draft" -k 3 --online-train --online-train-dir "$out/poisoned" --online-train-poison 0.05
+serve poisoned --draft "$draft" "${spec[@]}" --online-train --online-train-dir "$out/poisoned" --online-train-poison 0.05
 load poisoned --concurrency 8 --rate "$rate" --requests $((requests / 3)) --metrics-every 100
 stop_server
 
 echo "== saturated: as fast as 4 clients go, with and without online training" | tee -a "$out/loadtest.txt"
 rm -rf "$out/sat_online"
-serve sat_online --draft "$draft" -k 3 --online-train --online-train-dir "$out/sat_online"
+serve sat_online --draft "$draft" "${spec[@]}" --online-train --online-train-dir "$out/sat_online"
 load sat_online --concurrency 4 --requests "$requests" --metrics-every 100
 stop_server
-serve sat_frozen --draft "$draft" -k 3
+serve sat_frozen --draft "$draft" "${spec[@]}"
 load sat_frozen --concurrency 4 --requests "$requests" --metrics-every 100
 stop_server
 

@@ -31,11 +31,31 @@ DFlashMlpImpl::DFlashMlpImpl(const DFlashConfig& c) {
   down_proj = register_module("down_proj", torch::nn::Linear(LinearOptions(c.intermediate, c.hidden).bias(false)));
 }
 
-DFlashLayerImpl::DFlashLayerImpl(const DFlashConfig& c) : cfg(c) {
+DFlashLayerImpl::DFlashLayerImpl(const DFlashConfig& c, int index)
+    : cfg(c), attention(c.layer_attention.empty() ? DFlashConfig::LayerAttention{} : c.layer_attention.at(size_t(index))) {
   input_layernorm = register_module("input_layernorm", RmsNorm(c.hidden, c.rms_eps));
   self_attn = register_module("self_attn", DFlashAttention(c));
   post_attention_layernorm = register_module("post_attention_layernorm", RmsNorm(c.hidden, c.rms_eps));
   mlp = register_module("mlp", DFlashMlp(c));
+}
+
+// Context keys a block row does not see: those at or after its anchor, and in a sliding layer
+// those more than W - 1 positions before the row.
+torch::Tensor DFlashLayerImpl::context_hidden(const BlockLayout& l, int64_t T) const {
+  auto seen = l.ctx_visible;
+  if (attention.sliding)
+    seen = seen.logical_and(torch::arange(T, l.row_pos.options()).view({1, 1, 1, T}) > l.row_pos - cfg.sliding_window);
+  return seen.logical_not();
+}
+
+// [S, S]: block key j hidden from block row i. Causal: j > i; a non-causal sliding layer sees the
+// window on both sides (j < i + W), as vLLM widens it; sliding: j > i - W.
+torch::Tensor DFlashLayerImpl::block_hidden(int64_t S) const {
+  auto i = torch::arange(S, torch::kLong).view({S, 1}), j = torch::arange(S, torch::kLong).view({1, S});
+  const int64_t W = cfg.sliding_window;
+  auto seen = attention.causal ? j <= i : attention.sliding ? j < i + W : torch::ones({S, S}, torch::kBool);
+  if (attention.sliding) seen = seen.logical_and(j > i - W);
+  return seen.logical_not();
 }
 
 torch::Tensor DFlashLayerImpl::forward(const torch::Tensor& x, const torch::Tensor& ctx, const BlockLayout& l) {
@@ -62,8 +82,10 @@ torch::Tensor DFlashLayerImpl::forward(const torch::Tensor& x, const torch::Tens
   // Scores against the context [.., N, T] and within each block [.., N, B]: the block-diagonal
   // part of the full mask is never materialised. The in-block products are broadcasts, not
   // batched matmuls: thousands of B x B GEMMs cost far more in per-call overhead than they compute.
-  auto s_ctx = torch::matmul(q, kc.transpose(-1, -2)).mul(scale).masked_fill(l.ctx_visible.logical_not(), -INFINITY);
-  auto s_blk = (q.reshape({Bt, nh, A, S, 1, hd}) * kb.reshape({Bt, nh, A, 1, S, hd})).sum(-1).mul(scale).view({Bt, nh, N, S});
+  auto s_ctx = torch::matmul(q, kc.transpose(-1, -2)).mul(scale).masked_fill(context_hidden(l, T), -INFINITY);
+  auto s_blk = (q.reshape({Bt, nh, A, S, 1, hd}) * kb.reshape({Bt, nh, A, 1, S, hd})).sum(-1).mul(scale);
+  if (attention.sliding || attention.causal) s_blk = s_blk.masked_fill(block_hidden(S), -INFINITY);
+  s_blk = s_blk.view({Bt, nh, N, S});
   auto p = torch::softmax(torch::cat({s_ctx, s_blk}, -1).to(torch::kFloat32), -1).to(q.scalar_type());
   auto in_block = (p.narrow(-1, T, S).reshape({Bt, nh, A, S, S, 1}) * vb.reshape({Bt, nh, A, 1, S, hd})).sum(-2);
   auto out = torch::matmul(p.narrow(-1, 0, T), vc) + in_block.view({Bt, nh, N, hd});
@@ -78,7 +100,7 @@ DFlashModuleImpl::DFlashModuleImpl(const DFlashModuleOptions& o) : opts(o) {
   hidden_norm = register_module("hidden_norm", RmsNorm(c.hidden, c.rms_eps));
   norm = register_module("norm", RmsNorm(c.hidden, c.rms_eps));
   layers = register_module("layers", torch::nn::ModuleList());
-  for (int i = 0; i < c.num_layers; ++i) layers->push_back(DFlashLayer(c));
+  for (int i = 0; i < c.num_layers; ++i) layers->push_back(DFlashLayer(c, i));
   EAGLET_CHECK(int64_t(opts.rope.inv_freq.size()) * 2 == c.head_dim, "DFlash draft RoPE: {} frequencies for head_dim {}",
                opts.rope.inv_freq.size(), c.head_dim);
   inv_freq = register_buffer("inv_freq", torch::tensor(opts.rope.inv_freq, torch::kFloat32));
@@ -96,7 +118,8 @@ torch::Tensor DFlashModuleImpl::forward(const torch::Tensor& ctx, const torch::T
   BlockLayout l;
   l.blocks = A;
   l.size = S;
-  std::tie(l.block_cos, l.block_sin) = rope_angles(opts.rope, inv_freq, (anchors.unsqueeze(-1) + slot).view({Bt, 1, N}));
+  l.row_pos = (anchors.unsqueeze(-1) + slot).view({Bt, 1, N, 1});
+  std::tie(l.block_cos, l.block_sin) = rope_angles(opts.rope, inv_freq, l.row_pos.view({Bt, 1, N}));
   std::tie(l.ctx_cos, l.ctx_sin) = rope_angles(opts.rope, inv_freq, torch::arange(T, anchors.options()));
   l.ctx_visible = (torch::arange(T, anchors.options()).view({1, 1, T}) < anchors.unsqueeze(-1))  // [Bt, A, T]
                       .unsqueeze(2).expand({Bt, A, S, T}).reshape({Bt, 1, N, T});

@@ -6,7 +6,8 @@
 // Training follows the published recipe (SpecForge, speculators): per sequence, random anchors
 // among the supervised positions; the block at anchor a is [x_a, MASK x (B - 1)] at positions
 // a..a+B-1; it sees the target's fused features of positions < a (the context the engine holds
-// when x_a is the last verified token) and itself in both directions, never another block; slot
+// when x_a is the last verified token) and itself in both directions (narrowed in sliding-window
+// and causal layers as the engine narrows them), never another block; slot
 // k predicts x_{a+k}, slot 0 is not scored, and slot k's loss weighs exp(-(k - 1) / gamma). The
 // loss is the cross-entropy against the target's distribution at a + k - 1 (soft labels, as
 // eaglet's EAGLE-3 loss), which equals hard-label cross-entropy up to a constant when the target
@@ -50,13 +51,19 @@ struct BlockLayout {
   torch::Tensor block_cos, block_sin;  // [batch, 1, A * B, hd / 2]
   torch::Tensor ctx_cos, ctx_sin;      // [T, hd / 2]
   torch::Tensor ctx_visible;           // [batch, 1, A * B, T] bool: context keys each block row sees
+  torch::Tensor row_pos;               // [batch, 1, A * B, 1] each block row's position
 };
 
+// Layer `index` of the draft: full attention, or a sliding window and / or causal order within
+// the block as the config resolves them (the engine's DFlashDraft::attention_slots).
 struct DFlashLayerImpl : torch::nn::Module {
-  explicit DFlashLayerImpl(const DFlashConfig& c);
+  DFlashLayerImpl(const DFlashConfig& c, int index);
   // x [batch, A * B, H] (the blocks' rows), ctx [batch, T, H] (fused context features).
   torch::Tensor forward(const torch::Tensor& x, const torch::Tensor& ctx, const BlockLayout& l);
+  torch::Tensor context_hidden(const BlockLayout& l, int64_t T) const;  // [batch, 1, A * B, T] bool
+  torch::Tensor block_hidden(int64_t S) const;                          // [B, B] bool
   DFlashConfig cfg;
+  DFlashConfig::LayerAttention attention;
   RmsNorm input_layernorm{nullptr}, post_attention_layernorm{nullptr};
   DFlashAttention self_attn{nullptr};
   DFlashMlp mlp{nullptr};

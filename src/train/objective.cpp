@@ -214,6 +214,9 @@ DFlashModuleOptions dflash_module_options(const TrainConfig& c, const ModelConfi
   if (!t.rope_scaling_config.is_null()) j["rope_scaling"] = t.rope_scaling_config;
   j["dflash_config"] = {{"mask_token_id", d.mask_token_id >= 0 ? d.mask_token_id : 0}};
   if (!d.target_layer_ids.empty()) j["dflash_config"]["target_layer_ids"] = d.target_layer_ids;
+  if (!d.layer_types.empty()) j["layer_types"] = d.layer_types;
+  if (d.sliding_window > 0) j["sliding_window"] = d.sliding_window;
+  if (d.causal != "auto") j["is_causal"] = d.causal == "true";
   // The parser that loads published drafts checks the recipe too (layer ids, sizes, the block).
   const JsonConfig cfg(j, "config: model.draft (dflash)");
   DFlashModuleOptions o{parse_dflash_config(cfg, t.num_layers, t.hidden), {}};

@@ -76,6 +76,9 @@ std::map<std::string, Field> fields() {
   EAGLET_FIELD("model.draft.block_size", draft.block_size);
   EAGLET_FIELD("model.draft.mask_token_id", draft.mask_token_id);
   EAGLET_FIELD("model.draft.target_layer_ids", draft.target_layer_ids);
+  EAGLET_FIELD("model.draft.layer_types", draft.layer_types);
+  EAGLET_FIELD("model.draft.sliding_window", draft.sliding_window);
+  EAGLET_FIELD("model.draft.causal", draft.causal);
   f["data.path"] = Field{[](TrainConfig& c, const std::string& v) { c.data_path = parse_paths("data.path", v); },
                          [](const TrainConfig& c) { return show(c.data_path); }};
   f["data.eval_path"] = Field{[](TrainConfig& c, const std::string& v) { c.eval_path = parse_paths("data.eval_path", v); },
@@ -207,16 +210,29 @@ void apply_dflash_draft_config(TrainConfig& c, const nlohmann::json& j) {
     EAGLET_CHECK(o[key].is_number_integer(), "{}: '{}' must be an integer", c.draft_config, key);
     *dst = o[key].get<int>();
   };
-  // The training module runs full-attention, non-causal layers only: a config asking for more is
-  // refused rather than trained as something else (such drafts load and serve).
-  const bool sliding = j.contains("layer_types") && j["layer_types"].is_array() &&
-                       std::count(j["layer_types"].begin(), j["layer_types"].end(), "sliding_attention") > 0;
-  for (auto [asks, key] : {std::pair{sliding, "layer_types (sliding_attention)"},
-                           std::pair{d.value("use_swa", false) == true, "dflash_config.use_swa"},
-                           std::pair{d.value("causal", false) == true, "dflash_config.causal"},
-                           std::pair{j.value("is_causal", false) == true, "is_causal"}})
-    EAGLET_CHECK(!asks, "{}: {}: eaglet trains full-attention, non-causal DFlash layers only (such drafts load and "
-                 "serve)", c.draft_config, key);
+  // Sliding-window and causal layers as the config names them (keys set in model.draft win); the
+  // parser that loads published drafts resolves them (dflash_module_options).
+  if (c.draft.layer_types.empty()) {
+    if (j.contains("layer_types")) {
+      EAGLET_CHECK(j["layer_types"].is_array(), "{}: layer_types must be a list", c.draft_config);
+      for (const auto& t : j["layer_types"]) {
+        EAGLET_CHECK(t.is_string(), "{}: layer_types must list strings", c.draft_config);
+        c.draft.layer_types.push_back(t.get<std::string>());
+      }
+    } else if (d.value("use_swa", false) == true) {
+      c.draft.layer_types.assign(size_t(j.value("num_hidden_layers", c.draft.num_layers)), "sliding_attention");
+    }
+  }
+  if (c.draft.sliding_window == 0) {
+    integer(j, "sliding_window", &c.draft.sliding_window);
+    integer(d, "swa_window_size", &c.draft.sliding_window);
+  }
+  if (c.draft.causal == "auto")
+    for (const auto& [o, key] : {std::pair{&d, "causal"}, std::pair{&j, "is_causal"}})  // is_causal wins, as in vLLM
+      if (o->contains(key) && !(*o)[key].is_null()) {
+        EAGLET_CHECK((*o)[key].is_boolean(), "{}: '{}' must be true or false", c.draft_config, key);
+        c.draft.causal = (*o)[key].get<bool>() ? "true" : "false";
+      }
   integer(j, "num_hidden_layers", &c.draft.num_layers);
   integer(d, "block_size", &c.draft.block_size);
   integer(j, "block_size", &c.draft.block_size);
@@ -324,6 +340,9 @@ void TrainConfig::validate() const {
     EAGLET_CHECK(loss_decay_gamma >= 0, "config: training.loss_decay_gamma must be >= 0 (0: the default)");
     EAGLET_CHECK(aux_layers.empty(), "config: model.aux_layers are EAGLE-3's taps; a DFlash draft reads "
                  "model.draft.target_layer_ids");
+    EAGLET_CHECK(draft.causal == "auto" || draft.causal == "true" || draft.causal == "false",
+                 "config: model.draft.causal must be auto, true or false (got '{}')", draft.causal);
+    EAGLET_CHECK(draft.sliding_window >= 0, "config: model.draft.sliding_window must be >= 0");
     EAGLET_CHECK(!draft.fc_norm && !draft.norm_output && draft.draft_vocab == 0,
                  "config: fc_norm, norm_output and draft_vocab_size are EAGLE-3 settings, not DFlash's");
   } else {

@@ -15,6 +15,24 @@ nlohmann::json dflash_draft_config(int mask_token_id, int target_layers) {
           {"dflash_config", {{"mask_token_id", mask_token_id}, {"target_layer_ids", {0, 2}}}}};
 }
 
+std::vector<nlohmann::json> dflash_attention_variants(int mask_token_id, int target_layers) {
+  const nlohmann::json base = dflash_draft_config(mask_token_id, target_layers);
+  std::vector<nlohmann::json> out{base};
+  nlohmann::json j = base;
+  j["layer_types"] = {"sliding_attention", "full_attention"};
+  j["sliding_window"] = 4;
+  out.push_back(j);
+  j = base;
+  j["dflash_config"]["use_swa"] = true;
+  j["dflash_config"]["swa_window_size"] = 3;
+  j["dflash_config"]["causal"] = false;
+  out.push_back(j);
+  j = base;
+  j["is_causal"] = true;
+  out.push_back(j);
+  return out;
+}
+
 void write_dflash_draft(const std::string& dir, const nlohmann::json& cfg, const std::vector<std::string>& extra_tensors,
                         uint64_t seed) {
   std::filesystem::create_directories(dir);
