@@ -11,6 +11,9 @@
 #include <thread>
 
 #include "engine/engine_core.h"
+#include "cache/kv_cache.h"
+#include "train/objective.h"
+#include "models/prefill.h"
 #include "io/mapped_file.h"
 #include "engine/generator.h"
 #include "engine/offline.h"
@@ -151,6 +154,56 @@ TEST(OnlineTrainer, TrainsDFlashDraftsFromCapturedTraffic) {
   EXPECT_GT(offered.back().candidate_score, offered.front().serving_score);
   OnlineTrainer again(*r.bundle.model, offered.back().dir, offered.back().version, o, {});
   EXPECT_GT(again.stats().steps, 0);
+}
+
+// What the guard counts is what the engine accepts: on a sequence the engine served, the blocks it
+// drafted (each anchored at a step's last verified token, capped as the engine caps them) accept
+// through the training module, on the target's taps of that text, exactly the drafts the engine's
+// verifier accepted. (The guard scores a block at every generated position, not only at these.)
+TEST(OnlineTrainer, DFlashCountedAcceptanceIsTheEnginesOnServedText) {
+  Rig r(3, DraftKind::DFlash);
+  Model& target = *r.bundle.model;
+  DFlashModule m = load_dflash_module(r.dir.file("draft"), target);
+  const int k = 7, M = 40, B = m->opts.config.block_size;
+  int64_t engine_drafts = 0, engine_accepted = 0, module_drafts = 0, module_accepted = 0;
+  for (int i = 0; i < 6; ++i) {
+    OfflineEngine e(test::pool(), target, r.bundle.tokenizer, r.spec.get(), 8 + M);
+    auto req = std::make_shared<Request>();
+    req->prompt = {1, 65 + i * 3, 97 + (i * 7) % 26, 32};
+    req->sampling.temperature = 0;
+    req->stop.max_tokens = M;
+    req->stop.ignore_eos = true;
+    const GenerationResult g = e.run(req);
+    ASSERT_EQ(g.token_ids.size(), size_t(M));
+    engine_drafts += e.core().spec_metrics().num_drafts;
+    engine_accepted += e.core().spec_metrics().num_accepted_tokens;
+    // The module on the target's taps of prompt + output.
+    std::vector<int> seq = req->prompt;
+    seq.insert(seq.end(), g.token_ids.begin(), g.token_ids.end());
+    const int P = int(req->prompt.size()), T = int(seq.size());
+    KvCache cache(target.kv_shape(kv_blocks_for(T)));
+    std::vector<float> taps;
+    prefill(test::pool(), target, cache, cache.create(), seq, 512, m->opts.config.taps, &taps);
+    torch::NoGradGuard ng;
+    const int64_t width = int64_t(taps.size()) / T;
+    auto ctx = m->context(torch::from_blob(taps.data(), {1, T, width}, torch::kFloat32));
+    for (int a = P, emitted = 1; emitted < M;) {  // a: the last verified token's position
+      const int cap = std::min(k, M - emitted - 1);
+      int n = 0;
+      if (cap > 0) {
+        auto logits = m->forward(ctx, torch::tensor({{int64_t(seq[size_t(a)])}}), torch::tensor({{int64_t(a)}}));
+        auto best = logits.argmax(-1).view({B - 1});
+        while (n < cap && best[n].item<int64_t>() == seq[size_t(a + n + 1)]) ++n;
+        ++module_drafts;
+        module_accepted += n;
+      }
+      a += n + 1;
+      emitted += n + 1;
+    }
+  }
+  EXPECT_GT(engine_accepted, 0);
+  EXPECT_EQ(module_drafts, engine_drafts);
+  EXPECT_EQ(module_accepted, engine_accepted);
 }
 
 // A candidate perturbed on purpose scores below the serving draft and is never offered. The
