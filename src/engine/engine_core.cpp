@@ -219,8 +219,11 @@ void EngineCore::finish(Seq& s, const std::string& reason) {
 }
 
 bool EngineCore::emit(Seq& s, int token, const float* logits_row) {
-  const bool more = s.tracker.append(token);
+  bool more = s.tracker.append(token);
   s.sampler.accept(token);
+  // A grammar that allows nothing more ends the output as end-of-sequence would (even with
+  // ignore_eos: the only token left is end-of-sequence).
+  if (more && s.sampler.grammar_finished()) more = s.tracker.stop();
   const auto now = clock_type::now();
   if (metrics_) {
     if (s.emitted_tokens == 0) {

@@ -11,6 +11,13 @@ void OutputTracker::finish(const std::string& reason) {
   if (finish_reason_.empty()) finish_reason_ = reason;
 }
 
+bool OutputTracker::stop() {
+  text_ += held_ + decoder_.flush();
+  held_.clear();
+  finish("stop");
+  return false;
+}
+
 bool OutputTracker::append(int token) {
   if (finished()) return false;
   tokens_.push_back(token);

@@ -24,6 +24,8 @@ class OutputTracker {
   // Appends one token; returns false once the sequence is finished (further tokens are ignored).
   bool append(int token);
   bool finished() const { return !finish_reason_.empty(); }
+  // Finishes with "stop" (the output is complete, as a structured-output grammar says); false.
+  bool stop();
   const std::string& finish_reason() const { return finish_reason_; }  // "stop" | "length"
   const std::vector<int>& tokens() const { return tokens_; }
   const std::string& text() const { return text_; }

@@ -91,12 +91,28 @@ int Sampler::draw(const std::vector<float>& probs) {
   return last_nonzero;
 }
 
+Sampler::Sampler(const SamplingParams& p) : params_(p), rng_(p.seed) {
+  if (p.grammar) {
+    EAGLET_CHECK(p.vocabulary, "a grammar-constrained request needs the tokenizer's vocabulary");
+    matcher_.emplace(p.grammar);
+  }
+}
+
 void Sampler::set_prompt(const std::vector<int>& prompt) {
   if (params_.repetition_penalty != 1) prompt_tokens_.insert(prompt.begin(), prompt.end());
 }
 
 void Sampler::accept(int token) {
   if (params_.has_logits_processors()) ++output_counts_[token];
+  // End of sequence ends the text; any other token the mask let through moves the grammar on.
+  if (matcher_ && token >= 0 && token < params_.vocabulary->vocab() && !params_.vocabulary->is_eos(token))
+    matcher_->accept(params_.vocabulary->bytes(token));
+}
+
+const float* Sampler::masked(const float* logits, int n, const constrain::Matcher& at) {
+  masked_.assign(logits, logits + n);
+  params_.vocabulary->mask(at, masked_.data(), n);
+  return masked_.data();
 }
 
 const float* Sampler::processed(const float* logits, int n) {
@@ -119,8 +135,9 @@ const float* Sampler::processed(const float* logits, int n) {
   return processed_.data();
 }
 
-int Sampler::sample(const float* logits, int n) {
+int Sampler::sample(const float* logits, int n, const constrain::Matcher* at) {
   if (params_.has_logits_processors()) logits = processed(logits, n);
+  if (matcher_) logits = masked(logits, n, at ? *at : *matcher_);
   if (params_.greedy()) return argmax(logits, n);
   target_probs(logits, n, params_, &probs_);
   return draw(probs_);

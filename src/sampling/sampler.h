@@ -2,11 +2,16 @@
 // distribution a sampler draws from, which the speculative verifier needs for rejection sampling.
 #pragma once
 #include <cstdint>
+#include <memory>
+#include <optional>
 #include <random>
 #include <unordered_map>
 #include <unordered_set>
 #include <utility>
 #include <vector>
+
+#include "constrain/grammar.h"
+#include "constrain/token_mask.h"
 
 namespace eaglet {
 
@@ -22,7 +27,13 @@ struct SamplingParams {
   float presence_penalty = 0.0f, frequency_penalty = 0.0f;  // 0 = off
   float repetition_penalty = 1.0f;                          // 1 = off
   std::vector<std::pair<int, float>> logit_bias;
+  // Structured output: every token keeps the text a sentence (prefix) of `grammar`; tokens it
+  // refuses are masked out of the distribution, end-of-sequence allowed where the text is whole.
+  // Unlike the penalties this depends on the text alone, so constrained sequences still draft.
+  std::shared_ptr<const constrain::Grammar> grammar;
+  std::shared_ptr<const constrain::TokenTrie> vocabulary;  // the tokenizer's, for the masks
   bool greedy() const { return temperature <= 0.0f; }
+  bool constrained() const { return grammar != nullptr; }
   bool has_logits_processors() const {
     return presence_penalty != 0 || frequency_penalty != 0 || repetition_penalty != 1 || !logit_bias.empty();
   }
@@ -43,11 +54,21 @@ void target_probs(const float* logits, int n, const SamplingParams& p, std::vect
 
 class Sampler {
  public:
-  explicit Sampler(const SamplingParams& p) : params_(p), rng_(p.seed) {}
-  int sample(const float* logits, int n);
+  explicit Sampler(const SamplingParams& p);
+  // A token from `logits` [n]; constrained, from the grammar's state `at` (null: the state after
+  // the tokens accepted so far).
+  int sample(const float* logits, int n, const constrain::Matcher* at = nullptr);
   // The history the penalties read: the prompt once, then every token the sequence emits.
   void set_prompt(const std::vector<int>& prompt);
+  // The sequence emitted `token` (the grammar's state moves over its text).
   void accept(int token);
+  // Constrained: the grammar's state after the accepted tokens (null when unconstrained), and
+  // whether the grammar allows nothing more (the output is complete).
+  const constrain::Matcher* matcher() const { return matcher_ ? &*matcher_ : nullptr; }
+  bool grammar_finished() const { return matcher_ && matcher_->finished(); }
+  // `logits` [n] with what the grammar at `at` refuses set to -infinity (a copy; the input is
+  // left as it is).
+  const float* masked(const float* logits, int n, const constrain::Matcher& at);
   // `logits` with the biases and penalties applied (a copy; the input is left as it is).
   const float* processed(const float* logits, int n);
   // Uniform [0, 1) from this sampler's stream (rejection tests).
@@ -59,7 +80,8 @@ class Sampler {
  private:
   SamplingParams params_;
   std::mt19937_64 rng_;
-  std::vector<float> probs_, processed_;
+  std::optional<constrain::Matcher> matcher_;
+  std::vector<float> probs_, processed_, masked_;
   std::unordered_map<int, int> output_counts_;
   std::unordered_set<int> prompt_tokens_;
 };

@@ -1,5 +1,7 @@
 #include "speculation/tree_verifier.h"
 
+#include <optional>
+
 namespace eaglet {
 
 Verdict verify_tree(const float* logits, int vocab, const DraftTree& tree, Sampler& sampler) {
@@ -9,14 +11,20 @@ Verdict verify_tree(const float* logits, int vocab, const DraftTree& tree, Sampl
   for (int i = 0; i < tree.size(); ++i) children[size_t(tree.parents[size_t(i)] + 1)].push_back(i);
   Verdict v;
   std::vector<float> r;
+  // Constrained: the grammar's state along the path; each row is the target's distribution with
+  // what the grammar refuses there masked out, the distribution plain constrained decoding samples.
+  std::optional<constrain::Matcher> at;
+  if (sampler.matcher()) at = *sampler.matcher();
   int node = -1;
   for (;;) {
-    const float* row = logits + size_t(node + 1) * size_t(vocab);
+    const float* raw = logits + size_t(node + 1) * size_t(vocab);
+    const float* row = raw;
     const auto& kids = children[size_t(node + 1)];
     int chosen = -1;
     // No children: the target's own draw, through the sampler (and its penalties, which only
     // sequences without drafts have: EngineCore never drafts for them).
-    if (kids.empty()) { v.next = sampler.sample(row, vocab); return v; }
+    if (kids.empty()) { v.next = sampler.sample(raw, vocab, at ? &*at : nullptr); return v; }
+    if (at) row = sampler.masked(raw, vocab, *at);
     if (sp.greedy()) {
       const int t = argmax(row, vocab);
       for (int c : kids)
@@ -34,12 +42,13 @@ Verdict verify_tree(const float* logits, int vocab, const DraftTree& tree, Sampl
       if (chosen < 0) {
         // Rounding can leave no mass when the children covered the whole support; that event has
         // probability zero, and p itself is then the distribution to draw from.
-        v.next = mass > 1e-6 ? sampler.draw(r) : sampler.sample(row, vocab);
+        v.next = mass > 1e-6 ? sampler.draw(r) : sampler.sample(raw, vocab, at ? &*at : nullptr);
         return v;
       }
     }
     v.path.push_back(chosen);
     node = chosen;
+    if (at) at->accept(sampler.params().vocabulary->bytes(tree.tokens[size_t(chosen)]));
   }
 }
 

@@ -8,7 +8,9 @@
 // target's distribution p and loses each rejected child's mass; when every child is rejected the
 // next token is drawn from r. Each step emits token t with probability exactly p(t), for any
 // temperature / top-k / top-p / min-p, so the output follows the target's distribution. For a
-// chain this is vLLM's rejection sampler with a one-hot draft.
+// chain this is vLLM's rejection sampler with a one-hot draft. Under a grammar (structured output)
+// p at each node is the target's distribution masked by the grammar's state after the path to it
+// (computed only for the nodes the walk reaches), so the output is plain constrained decoding's.
 #pragma once
 #include <vector>
 

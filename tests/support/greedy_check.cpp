@@ -26,11 +26,12 @@ SpecOptions with_shape(SpecOptions base, const std::string& shape) {
 
 int64_t expect_greedy_equal(Model& target, const Tokenizer& tok, const std::vector<int>& eos,
                             const std::vector<std::vector<int>>& prompts, const SpecOptions& spec, int max_tokens,
-                            const std::vector<std::string>& shapes) {
+                            const std::vector<std::string>& shapes, const SamplingParams& sampling) {
   std::vector<GenerationResult> plain;
   for (auto& p : prompts) {
     auto r = std::make_shared<Request>();
     r->prompt = p;
+    r->sampling = sampling;
     r->stop.max_tokens = max_tokens;
     r->stop.stop_tokens = eos;
     plain.push_back(generate(test::pool(), target, tok, r));
@@ -42,6 +43,7 @@ int64_t expect_greedy_equal(Model& target, const Tokenizer& tok, const std::vect
     for (size_t p = 0; p < prompts.size(); ++p) {
       auto r = std::make_shared<Request>();
       r->prompt = prompts[p];
+      r->sampling = sampling;
       r->stop.max_tokens = max_tokens;
       r->stop.stop_tokens = eos;
       const auto out = generate(test::pool(), target, tok, r, &setup, &m);

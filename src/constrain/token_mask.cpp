@@ -1,0 +1,61 @@
+#include "constrain/token_mask.h"
+
+#include <limits>
+
+#include "tokenizer/tokenizer.h"
+
+namespace eaglet::constrain {
+
+TokenTrie::TokenTrie(const Tokenizer& tok) : nodes_(1) {
+  const int V = tok.vocab_size();
+  bytes_.resize(size_t(V));
+  eos_.assign(size_t(V), 0);
+  for (int id : tok.eos_ids())
+    if (id >= 0 && id < V) eos_[size_t(id)] = 1;
+  for (int id = 0; id < V; ++id) {
+    if (eos_[size_t(id)] || tok.is_special(id)) continue;
+    bytes_[size_t(id)] = tok.token_bytes(id);
+    if (bytes_[size_t(id)].empty()) continue;
+    int n = 0;
+    for (char ch : bytes_[size_t(id)]) {
+      const uint8_t b = static_cast<uint8_t>(ch);
+      int child = -1;
+      for (const auto& [c, k] : nodes_[size_t(n)].next)
+        if (c == b) child = k;
+      if (child < 0) {
+        child = int(nodes_.size());
+        nodes_[size_t(n)].next.push_back({b, child});
+        nodes_.emplace_back();
+      }
+      n = child;
+    }
+    nodes_[size_t(n)].tokens.push_back(id);
+  }
+}
+
+void TokenTrie::visit(int node, const Matcher& m, std::vector<uint8_t>* allowed) const {
+  for (const auto& [b, child] : nodes_[size_t(node)].next) {
+    Matcher next = m;
+    const char c = char(b);
+    if (!next.accept(std::string_view(&c, 1))) continue;
+    for (int id : nodes_[size_t(child)].tokens) (*allowed)[size_t(id)] = 1;
+    visit(child, next, allowed);
+  }
+}
+
+void TokenTrie::allowed(const Matcher& m, std::vector<uint8_t>* allowed) const {
+  allowed->assign(bytes_.size(), 0);
+  visit(0, m, allowed);
+  if (m.complete())
+    for (size_t id = 0; id < eos_.size(); ++id)
+      if (eos_[id]) (*allowed)[id] = 1;
+}
+
+void TokenTrie::mask(const Matcher& m, float* logits, int n) const {
+  std::vector<uint8_t> ok;
+  allowed(m, &ok);
+  for (size_t id = 0; id < size_t(n); ++id)
+    if (id >= ok.size() || !ok[id]) logits[id] = -std::numeric_limits<float>::infinity();
+}
+
+}  // namespace eaglet::constrain

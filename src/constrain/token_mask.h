@@ -1,0 +1,43 @@
+// Which tokens of a vocabulary a grammar allows next. The tokens' texts form a byte trie; the
+// matcher walks it depth first from its current state, and a subtree is dropped as soon as its
+// prefix is refused, so tokens that share a refused prefix cost one check (llama.cpp rejects
+// candidates the same way, one code point at a time). End-of-sequence tokens are allowed exactly
+// where the text so far is a whole sentence of the grammar.
+#pragma once
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "constrain/grammar.h"
+
+namespace eaglet {
+class Tokenizer;
+}
+
+namespace eaglet::constrain {
+
+class TokenTrie {
+ public:
+  // Every token with text (special tokens other than end-of-sequence never match a grammar).
+  explicit TokenTrie(const Tokenizer& tok);
+  int vocab() const { return int(bytes_.size()); }
+  const std::string& bytes(int id) const { return bytes_[size_t(id)]; }
+  bool is_eos(int id) const { return eos_[size_t(id)] != 0; }
+  // allowed[id] = 1 for each token `m` allows next (resized to vocab()).
+  void allowed(const Matcher& m, std::vector<uint8_t>* allowed) const;
+  // Sets the logits [n] of every token `m` does not allow to -infinity (ids from vocab() on,
+  // a model's padding rows, included).
+  void mask(const Matcher& m, float* logits, int n) const;
+
+ private:
+  struct Node {
+    std::vector<std::pair<uint8_t, int>> next;  // byte -> child node
+    std::vector<int> tokens;                    // tokens whose text ends here
+  };
+  void visit(int node, const Matcher& m, std::vector<uint8_t>* allowed) const;
+  std::vector<Node> nodes_;
+  std::vector<std::string> bytes_;
+  std::vector<uint8_t> eos_;
+};
+
+}  // namespace eaglet::constrain

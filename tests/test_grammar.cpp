@@ -1,0 +1,159 @@
+// Structured output's grammar layer (constrain/): GBNF parsing and its errors, the matcher over
+// bytes (UTF-8 split across tokens), token masks over a vocabulary, and constrained decoding in the
+// engine: speculative greedy output under a grammar equals plain constrained greedy output token
+// for token, and every output is a sentence (or, cut by max_tokens, a prefix) of the grammar.
+#include <gtest/gtest.h>
+
+#include "constrain/grammar.h"
+#include "constrain/token_mask.h"
+#include "engine/generator.h"
+#include "engine/model_bundle.h"
+#include "support/greedy_check.h"
+#include "support/synthetic_dflash.h"
+#include "support/synthetic_eagle3.h"
+#include "support/test_util.h"
+#include "tokenizer/tokenizer.h"
+
+namespace eaglet {
+namespace {
+
+using constrain::Grammar;
+using constrain::Matcher;
+
+bool matches(const std::string& gbnf, const std::string& text) {
+  Matcher m(Grammar::parse(gbnf));
+  return m.accept(text) && m.complete();
+}
+
+TEST(Grammar, LiteralsClassesGroupsAndRepetitions) {
+  const std::string g = R"G(
+    # a comment
+    root ::= greeting " " name ("!" | "?")?
+    greeting ::= "hi" | "hello"
+    name ::= [A-Z] [a-z]{1,4}
+  )G";
+  for (const char* ok : {"hi Bo", "hello Alice!", "hi Zed?"}) EXPECT_TRUE(matches(g, ok)) << ok;
+  for (const char* bad : {"hi bo", "hey Bo", "hi B", "hi Bobbyy", "hi Bo!!", ""}) EXPECT_FALSE(matches(g, bad)) << bad;
+  EXPECT_TRUE(matches(R"G(root ::= [^"\\]* "\"")G", "abc\""));
+  EXPECT_FALSE(matches(R"G(root ::= [^"\\]* "\"")G", "a\\c\""));
+  EXPECT_TRUE(matches(R"G(root ::= "a"+ "b"* "c"{2,} .)G", "aaacc\xE2\x82\xAC"));
+  EXPECT_FALSE(matches(R"G(root ::= "a"+ "b"* "c"{2,} .)G", "bcc."));
+  EXPECT_TRUE(matches("root ::= x{3}\nx ::= \"\\x41\" | \"\\u00e9\"", "A\xC3\xA9" "A"));
+  EXPECT_TRUE(matches(R"G(root ::= "(" root ")" | "")G", "((()))"));  // right recursion and empty
+  EXPECT_FALSE(matches(R"G(root ::= "(" root ")" | "")G", "(()"));
+}
+
+TEST(Grammar, MatcherStatesArePrefixesAndRefusalsLeaveItUnchanged) {
+  Matcher m(Grammar::parse(R"G(root ::= "ab" [0-9]+ "\n")G"));
+  EXPECT_FALSE(m.complete());
+  EXPECT_TRUE(m.accept("a"));
+  EXPECT_FALSE(m.accept("ac"));  // refused: nothing consumed
+  EXPECT_TRUE(m.accept("b12"));
+  EXPECT_TRUE(m.can_accept("3\n"));
+  EXPECT_FALSE(m.complete());
+  EXPECT_TRUE(m.accept("\n"));
+  EXPECT_TRUE(m.complete());
+  EXPECT_TRUE(m.finished());
+  EXPECT_FALSE(m.accept("x"));
+}
+
+// A code point split across tokens: the first part is allowed only if some continuation matches.
+TEST(Grammar, Utf8SplitAcrossTokens) {
+  Matcher m(Grammar::parse(R"G(root ::= "é" [\u4e00-\u9fff])G"));  // é = C3 A9; 一 = E4 B8 80
+  EXPECT_TRUE(m.can_accept("\xC3"));
+  EXPECT_FALSE(m.can_accept("\xC4"));   // no continuation is é
+  EXPECT_FALSE(m.can_accept("\x80"));   // not a lead byte
+  EXPECT_TRUE(m.accept("\xC3"));
+  EXPECT_FALSE(m.complete());
+  EXPECT_TRUE(m.accept("\xA9\xE4"));
+  EXPECT_FALSE(m.can_accept("\xC3"));   // a 2-byte sequence is below U+4E00
+  EXPECT_TRUE(m.accept("\xB8\x80"));
+  EXPECT_TRUE(m.complete());
+  Matcher n(Grammar::parse(R"G(root ::= [^a-z\u0080-\u07ff]+)G"));
+  EXPECT_FALSE(n.can_accept("\xC3"));   // every 2-byte code point is excluded
+  EXPECT_TRUE(n.can_accept("\xE4"));
+}
+
+TEST(Grammar, ErrorsNameWhereAndWhat) {
+  auto err = [](const std::string& g) { return test::error_of([&] { Grammar::parse(g, "request.grammar"); }); };
+  test::expect_mentions(err("root ::= item\n"), {"request.grammar", "item", "not defined"});
+  test::expect_mentions(err("start ::= \"a\""), {"request.grammar", "root"});
+  test::expect_mentions(err("root ::= \"a\"\nroot ::= \"b\""), {"defined twice"});
+  test::expect_mentions(err("root ::= expr\nexpr ::= expr \"+\" \"1\" | \"1\""), {"expr", "left-recursive"});
+  test::expect_mentions(err("root ::= \"a\" (\"b\""), {"line 1", "unclosed"});
+  test::expect_mentions(err("root ::= \"a\"\n  [z-a]"), {"line 2", "range"});
+  test::expect_mentions(err("root ::= \"abc"), {"unterminated"});
+  test::expect_mentions(err("root := \"a\""), {"::="});
+}
+
+TEST(Grammar, TokenMasksFollowTheMatcher) {
+  const Tokenizer tok = Tokenizer::bytes();
+  const constrain::TokenTrie trie(tok);
+  Matcher m(Grammar::parse(R"G(root ::= [0-9]+ "." [0-9])G"));
+  std::vector<uint8_t> ok;
+  trie.allowed(m, &ok);
+  auto allowed_text = [&] {
+    std::string s;
+    for (int id = 0; id < trie.vocab(); ++id)
+      if (ok[size_t(id)]) s += trie.is_eos(id) ? std::string("<eos>") : trie.bytes(id);
+    return s;
+  };
+  EXPECT_EQ(allowed_text(), "0123456789");
+  ASSERT_TRUE(m.accept("12"));
+  trie.allowed(m, &ok);
+  EXPECT_EQ(allowed_text(), ".0123456789");  // in id order
+  ASSERT_TRUE(m.accept(".5"));
+  trie.allowed(m, &ok);
+  EXPECT_EQ(allowed_text(), "<eos>");
+  std::vector<float> logits(size_t(trie.vocab()) + 5, 1.0f);  // a model's padding rows too
+  trie.mask(m, logits.data(), int(logits.size()));
+  for (size_t id = 0; id < logits.size(); ++id) EXPECT_EQ(std::isinf(logits[id]), !(id < ok.size() && ok[id])) << id;
+}
+
+// Constrained decoding through the engine, with and without speculation: the same tokens for
+// EAGLE-3 chains and trees, DFlash blocks and n-gram lookup, and every output a prefix of the
+// grammar (a sentence when it finished on its own).
+TEST(GrammarDecoding, SpeculativeGreedyEqualsPlainUnderAGrammar) {
+  test::TempDir dir;
+  test::write_steered_byte_target(dir.file("target"));
+  test::DraftSpec ds;
+  ds.vocab = ds.draft_vocab = 259;
+  ds.scale = 0.3f;
+  test::write_draft(dir.file("eagle3"), ds);
+  test::write_dflash_draft(dir.file("dflash"), test::dflash_draft_config(96, 4));
+  ModelBundle b = load_bundle(dir.file("target"));
+  const std::string gbnf = R"G(root ::= "{\"id\": " [1-9] [0-9]{0,3} ", \"tag\": \"" [a-f]{2,12} "\"}")G";
+  SamplingParams sp;
+  sp.grammar = Grammar::parse(gbnf);
+  sp.vocabulary = std::make_shared<constrain::TokenTrie>(b.tokenizer);
+  std::vector<std::vector<int>> prompts;
+  for (int i = 0; i < 6; ++i) {  // the n-gram proposer finds the record's shape in the prompt
+    auto ids = b.tokenizer.encode("{\"id\": " + std::to_string(10 + i) + ", \"tag\": \"abc\"} {\"id\": ", true);
+    prompts.push_back(ids);
+  }
+  SpecOptions eagle;
+  eagle.draft_dir = dir.file("eagle3");
+  EXPECT_GT(test::expect_greedy_equal(*b.model, b.tokenizer, b.eos_ids, prompts, eagle, 40,
+                                      {"k=3", "topk=3,depth=4,budget=10", "auto"}, sp), 0);
+  SpecOptions dflash;
+  dflash.method = "dflash";
+  dflash.draft_dir = dir.file("dflash");
+  test::expect_greedy_equal(*b.model, b.tokenizer, b.eos_ids, prompts, dflash, 40, {"k=7", "topk=2,depth=4,budget=8"}, sp);
+  SpecOptions ngram;
+  ngram.method = "ngram";
+  EXPECT_GT(test::expect_greedy_equal(*b.model, b.tokenizer, b.eos_ids, prompts, ngram, 40, {"k=3", "k=7"}, sp), 0);
+  for (const auto& p : prompts) {
+    auto r = std::make_shared<Request>();
+    r->prompt = p;
+    r->sampling = sp;
+    r->stop.max_tokens = 40;
+    r->stop.ignore_eos = true;  // a finished grammar ends the output all the same
+    const GenerationResult g = generate(test::pool(), *b.model, b.tokenizer, r);
+    Matcher m(sp.grammar);
+    EXPECT_TRUE(m.accept(g.text)) << g.text;
+    EXPECT_EQ(g.finish_reason, m.complete() ? "stop" : "length") << g.text;
+  }
+}
+
+}  // namespace
+}  // namespace eaglet
