@@ -1,6 +1,7 @@
 #include "constrain/grammar.h"
 
 #include <algorithm>
+#include <atomic>
 #include <cctype>
 #include <functional>
 #include <map>
@@ -332,7 +333,10 @@ class GrammarParser {
 };
 
 std::shared_ptr<const Grammar> Grammar::parse(const std::string& text, const std::string& where) {
-  return GrammarParser(text, where).run();
+  static std::atomic<uint64_t> next_id{1};
+  auto g = std::const_pointer_cast<Grammar>(GrammarParser(text, where).run());
+  g->id_ = next_id++;
+  return g;
 }
 
 // --- Matcher ---------------------------------------------------------------------------------
@@ -463,6 +467,16 @@ bool Matcher::accept(std::string_view bytes) {
 bool Matcher::can_accept(std::string_view bytes) const {
   Matcher m = *this;
   return m.accept(bytes);
+}
+
+std::string Matcher::state_key() const {
+  std::string k = pending_;
+  k.push_back('\0');
+  for (const Stack& s : stacks_) {
+    for (const Pos& p : s) k.append(reinterpret_cast<const char*>(&p), sizeof(Pos));
+    k.push_back('|');
+  }
+  return k;
 }
 
 bool Matcher::complete() const {

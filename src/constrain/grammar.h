@@ -40,10 +40,13 @@ class Grammar {
 
   const std::vector<Rule>& rules() const { return rules_; }
   int root() const { return root_; }
+  // Unique per parsed grammar in this process (mask caches key on it; addresses get reused).
+  uint64_t id() const { return id_; }
 
  private:
   std::vector<Rule> rules_;
   int root_ = -1;
+  uint64_t id_ = 0;
   friend class GrammarParser;
 };
 
@@ -62,6 +65,9 @@ class Matcher {
   bool complete() const;
   // No further byte is possible (complete() then says whether the text is a sentence).
   bool finished() const;
+  const Grammar& grammar() const { return *g_; }
+  // The state as bytes: equal keys accept the same continuations (mask caches key on it).
+  std::string state_key() const;
 
  private:
   struct Pos {

@@ -44,11 +44,30 @@ void TokenTrie::visit(int node, const Matcher& m, std::vector<uint8_t>* allowed)
 }
 
 void TokenTrie::allowed(const Matcher& m, std::vector<uint8_t>* allowed) const {
+  const uint64_t gid = m.grammar().id();
+  std::string key(reinterpret_cast<const char*>(&gid), sizeof gid);
+  key += m.state_key();
+  {
+    std::lock_guard<std::mutex> lk(mu_);
+    if (auto it = cache_.find(key); it != cache_.end()) {
+      lru_.splice(lru_.begin(), lru_, it->second);
+      *allowed = it->second->second;
+      return;
+    }
+  }
   allowed->assign(bytes_.size(), 0);
   visit(0, m, allowed);
   if (m.complete())
     for (size_t id = 0; id < eos_.size(); ++id)
       if (eos_[id]) (*allowed)[id] = 1;
+  std::lock_guard<std::mutex> lk(mu_);
+  if (cache_.count(key)) return;  // another thread computed it meanwhile
+  lru_.emplace_front(key, *allowed);
+  cache_[key] = lru_.begin();
+  while (lru_.size() * (bytes_.size() + 64) > kCacheBytes && lru_.size() > 1) {
+    cache_.erase(lru_.back().first);
+    lru_.pop_back();
+  }
 }
 
 void TokenTrie::mask(const Matcher& m, float* logits, int n) const {

@@ -2,9 +2,15 @@
 // matcher walks it depth first from its current state, and a subtree is dropped as soon as its
 // prefix is refused, so tokens that share a refused prefix cost one check (llama.cpp rejects
 // candidates the same way, one code point at a time). End-of-sequence tokens are allowed exactly
-// where the text so far is a whole sentence of the grammar.
+// where the text so far is a whole sentence of the grammar. Masks are cached by grammar and
+// matcher state (xgrammar's adaptive cache, in its simplest form): inside a JSON string every
+// character leaves the same state, so the costly walk over a vocabulary that allows nearly
+// everything runs once per state, not once per token.
 #pragma once
 #include <cstdint>
+#include <list>
+#include <mutex>
+#include <unordered_map>
 #include <string>
 #include <vector>
 
@@ -36,6 +42,11 @@ class TokenTrie {
   };
   void visit(int node, const Matcher& m, std::vector<uint8_t>* allowed) const;
   std::vector<Node> nodes_;
+  // (grammar id, state key) -> mask; least recently used dropped beyond kCacheBytes.
+  static constexpr size_t kCacheBytes = size_t(64) << 20;
+  mutable std::mutex mu_;
+  mutable std::list<std::pair<std::string, std::vector<uint8_t>>> lru_;
+  mutable std::unordered_map<std::string, decltype(lru_)::iterator> cache_;
   std::vector<std::string> bytes_;
   std::vector<uint8_t> eos_;
 };

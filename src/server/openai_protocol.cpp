@@ -8,6 +8,7 @@
 #include "core/error.h"
 #include "io/json_config.h"
 #include "io/mapped_file.h"
+#include "server/structured_output.h"
 
 namespace eaglet {
 
@@ -78,27 +79,19 @@ const std::set<std::string> kCommon = {"model", "max_tokens", "temperature", "to
                                        // no-ops by definition: they label the request, never change the output
                                        "user", "metadata", "store", "service_tier"};
 const std::set<std::string> kCompletion = {"prompt", "echo", "best_of", "suffix"};
-const std::set<std::string> kChat = {"messages", "max_completion_tokens", "top_logprobs", "response_format",
+const std::set<std::string> kChat = {"messages", "max_completion_tokens", "top_logprobs",
                                      "chat_template_kwargs", "add_generation_prompt", "tools", "tool_choice",
                                      "parallel_tool_calls", "modalities"};
 
 void check_fields(const json& b, bool chat) {
   for (auto& [k, v] : b.items()) {
-    if (kCommon.count(k) || (chat ? kChat : kCompletion).count(k)) continue;
+    if (kCommon.count(k) || (chat ? kChat : kCompletion).count(k) || structured_output_fields().count(k)) continue;
     bad(k, fmt::format("'{}' is not supported by eaglet's {} endpoint", k, chat ? "/v1/chat/completions" : "/v1/completions"));
   }
   if (!chat) {
     if (const json* sfx = field(b, "suffix"); sfx && !(sfx->is_string() && sfx->get<std::string>().empty()))
       bad("suffix", "'suffix' (insertion) is not supported");
     return;
-  }
-  if (const json* rf = field(b, "response_format")) {
-    if (!rf->is_object() || !rf->contains("type") || !(*rf)["type"].is_string())
-      bad("response_format", "'response_format' must be an object with a string 'type'");
-    const std::string type = (*rf)["type"].get<std::string>();
-    if (type != "text")
-      bad("response_format", fmt::format("response_format type '{}' is not supported: eaglet has no structured output "
-                                         "(json_object, json_schema); only 'text'", type));
   }
   if (const json* t = field(b, "tools"); t && !(t->is_array() && t->empty())) bad("tools", "tool calling is not supported");
   if (const json* t = field(b, "tool_choice"); t && !(t->is_string() && t->get<std::string>() == "none"))
@@ -221,7 +214,7 @@ void parse_stop(const json& s, std::vector<std::string>& stop) {
 }
 }  // namespace
 
-ApiRequest parse_request(const json& b, bool chat, const SamplingDefaults& d) {
+ApiRequest parse_request(const json& b, bool chat, const SamplingDefaults& d, const nlohmann::ordered_json* ordered) {
   if (!b.is_object()) bad("", "request body must be a JSON object");
   check_fields(b, chat);
   ApiRequest r;
@@ -242,6 +235,7 @@ ApiRequest parse_request(const json& b, bool chat, const SamplingDefaults& d) {
   }
   r.ignore_eos = boolean(b, "ignore_eos", false);
   if (field(b, "best_of") && integer(b, "best_of", 1, 16, 1) != r.n) bad("best_of", "'best_of' other than n is not supported");
+  r.sampling.grammar = structured_output(b, ordered);
   return r;
 }
 

@@ -53,7 +53,10 @@ SamplingDefaults sampling_defaults_for(const std::string& mode, const std::strin
 // Throws ApiError. Every field of the OpenAI schema (and vLLM's extensions) is either honoured,
 // a documented no-op that cannot change the output (user, metadata, store, service_tier), or a 400
 // naming it; so is any other field.
-ApiRequest parse_request(const nlohmann::json& body, bool chat, const SamplingDefaults& defaults = {});
+// Structured-output fields become r.sampling.grammar (server/structured_output.h); `ordered`: the
+// body with its key order, which a JSON schema's properties follow.
+ApiRequest parse_request(const nlohmann::json& body, bool chat, const SamplingDefaults& defaults = {},
+                         const nlohmann::ordered_json* ordered = nullptr);
 nlohmann::json error_body(const ApiError& e);
 
 struct ChoiceDelta {

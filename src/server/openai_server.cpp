@@ -90,6 +90,14 @@ struct OpenAiServer::Impl {
   }
   double mean_token_bytes = 0;  // over the vocabulary: what an unknown alternative takes in logprobs
 
+  // The tokenizer's vocabulary as a trie for grammar masks: built by the first constrained request.
+  std::shared_ptr<const constrain::TokenTrie> vocabulary() {
+    std::call_once(vocabulary_once, [&] { vocabulary_trie = std::make_shared<const constrain::TokenTrie>(bundle.tokenizer); });
+    return vocabulary_trie;
+  }
+  std::once_flag vocabulary_once;
+  std::shared_ptr<const constrain::TokenTrie> vocabulary_trie;
+
   // An echoed prompt's log-probabilities are known in size before any work: refuse a request whose
   // scored prompts alone would pass --max-response-bytes (64 x 511 tokens with 20 alternatives
   // built 16.8 MB and took 5 s of engine time).
@@ -453,7 +461,10 @@ void OpenAiServer::Impl::generate(const http::Request& hreq, const std::shared_p
   try {
     if (!authorized(hreq)) throw unauthorized();
     if (draining) throw ApiError{503, "the server is shutting down", "server_error", ""};
-    ApiRequest r = parse_request(parse_body(hreq.body), chat, opts.sampling_defaults);
+    const json body = parse_body(hreq.body);
+    const auto ordered = nlohmann::ordered_json::parse(hreq.body, nullptr, false);  // a schema's property order
+    ApiRequest r = parse_request(body, chat, opts.sampling_defaults, ordered.is_discarded() ? nullptr : &ordered);
+    if (r.sampling.grammar) r.sampling.vocabulary = vocabulary();
     const std::string no_train = hreq.header("X-Eaglet-No-Train");
     r.no_train = !no_train.empty() && no_train != "0" && no_train != "false";
     check_model(r);

@@ -55,9 +55,19 @@ assert.equal(ll.choices[0].logprobs.tokens.length, ll.usage.prompt_tokens);
 const many = await client.completions.create({ model, prompt: ['Once upon a time', 'Tom had a dog'], max_tokens: 8, temperature: 0 });
 assert.deepEqual(many.choices.map(x => x.index), [0, 1]);
 assert.equal(many.choices[0].text, generate('Once upon a time', 8));
+// Structured output: a JSON schema response parses and follows the schema.
+const schema = { type: 'object', properties: { mood: { enum: ['happy', 'sad'] }, age: { type: 'integer', minimum: 1, maximum: 9 } },
+  required: ['mood', 'age'] };
+const structured = await client.chat.completions.create({ model, messages: [{ role: 'user', content: 'How is Lily?' }], max_tokens: 200,
+  temperature: 0, response_format: { type: 'json_schema', json_schema: { name: 'lily', schema, strict: true } } });
+const answer = JSON.parse(structured.choices[0].message.content);
+assert.deepEqual(Object.keys(answer), ['mood', 'age']);
+assert.ok(['happy', 'sad'].includes(answer.mood) && answer.age >= 1 && answer.age <= 9);
+assert.equal(structured.choices[0].finish_reason, 'stop');
 // An option eaglet does not implement is refused, never ignored.
-await assert.rejects(client.chat.completions.create({ model, messages: [{ role: 'user', content: 'x' }], response_format: { type: 'json_object' } }),
-                     e => e.status === 400);
+await assert.rejects(client.chat.completions.create({ model, messages: [{ role: 'user', content: 'x' }],
+  response_format: { type: 'json_schema', json_schema: { name: 'x', schema: { type: 'string', format: 'email' } } } }),
+                     e => e.status === 400 && e.param === 'response_format.json_schema.schema');
 await assert.rejects(client.completions.create({ model: 'nope', prompt: 'x' }), e => e.status === 404);
 await assert.rejects(client.completions.create({ model, prompt: 'x', max_tokens: -1 }), e => e.status === 400);
 const bad = new OpenAI({ apiKey: 'wrong', maxRetries: 0 });

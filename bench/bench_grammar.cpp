@@ -1,0 +1,86 @@
+// Structured output's cost per token: the time to compute which tokens a grammar allows next
+// (constrain::TokenTrie::allowed) over the Llama-3 (128k) and Qwen3 (152k) vocabularies of
+// ../shared/tokenizers, for any-JSON-object and a JSON schema, at several points of a document.
+//   ./build/bench/eaglet_bench_grammar [--benchmark_filter=...]
+#include <benchmark/benchmark.h>
+
+#include <map>
+#include <memory>
+#include <stdexcept>
+#include <string>
+
+#include "constrain/grammar.h"
+#include "constrain/json_schema.h"
+#include "constrain/token_mask.h"
+#include "io/mapped_file.h"
+#include "tokenizer/tokenizer.h"
+
+namespace {
+
+using namespace eaglet;
+
+const std::string kShared = "../shared/tokenizers/hf/";
+
+std::shared_ptr<const constrain::TokenTrie> trie(const std::string& name) {
+  static std::map<std::string, std::shared_ptr<const constrain::TokenTrie>> cache;
+  auto& t = cache[name];
+  if (!t) {
+    const auto tj = nlohmann::json::parse(read_text_file(kShared + name + "_tokenizer.json.gz"));
+    const auto cfg = nlohmann::json::parse(read_text_file(kShared + name + "_tokenizer_config.json"));
+    t = std::make_shared<const constrain::TokenTrie>(Tokenizer::from_json(tj, name, cfg));
+  }
+  return t;
+}
+
+std::string schema_gbnf() {
+  return constrain::json_schema_to_gbnf(nlohmann::ordered_json::parse(R"({"type": "object", "properties": {
+      "name": {"type": "string"}, "age": {"type": "integer", "minimum": 0, "maximum": 150},
+      "tags": {"type": "array", "items": {"enum": ["a", "b", "c"]}}}, "required": ["name", "age"]})"));
+}
+
+// `cold`: every iteration a grammar the mask cache has not seen (the first token in a state);
+// warm: the state's mask from the cache (every later token in the same state).
+void mask(benchmark::State& st, const std::string& vocab, bool schema, const std::string& prefix, bool cold) {
+  if (!file_exists(kShared + vocab + "_tokenizer.json.gz")) {
+    st.SkipWithError("needs ../shared/tokenizers");
+    return;
+  }
+  const auto t = trie(vocab);
+  const std::string gbnf = schema ? schema_gbnf() : constrain::json_object_gbnf();
+  auto at = [&] {
+    constrain::Matcher m(constrain::Grammar::parse(gbnf));
+    if (!m.accept(prefix)) throw std::runtime_error("prefix refused");
+    return m;
+  };
+  constrain::Matcher m = at();
+  std::vector<uint8_t> allowed;
+  for (auto _ : st) {
+    if (cold) {
+      st.PauseTiming();
+      m = at();
+      st.ResumeTiming();
+    }
+    t->allowed(m, &allowed);
+    benchmark::DoNotOptimize(allowed.data());
+  }
+  size_t n = 0;
+  for (uint8_t a : allowed) n += a;
+  st.counters["allowed"] = double(n);
+}
+
+}  // namespace
+
+BENCHMARK_CAPTURE(mask, llama3_object_start_cold, "llama3", false, "", true)->Unit(benchmark::kMillisecond);
+BENCHMARK_CAPTURE(mask, llama3_object_start_warm, "llama3", false, "", false)->Unit(benchmark::kMillisecond);
+BENCHMARK_CAPTURE(mask, llama3_object_in_string_cold, "llama3", false, "{\"story\": \"Once upon", true)->Unit(benchmark::kMillisecond);
+BENCHMARK_CAPTURE(mask, llama3_object_in_string_warm, "llama3", false, "{\"story\": \"Once upon", false)->Unit(benchmark::kMillisecond);
+BENCHMARK_CAPTURE(mask, llama3_schema_key_cold, "llama3", true, "{\"name\": \"Lily\", ", true)->Unit(benchmark::kMillisecond);
+BENCHMARK_CAPTURE(mask, llama3_schema_key_warm, "llama3", true, "{\"name\": \"Lily\", ", false)->Unit(benchmark::kMillisecond);
+BENCHMARK_CAPTURE(mask, llama3_schema_in_string_cold, "llama3", true, "{\"name\": \"Li", true)->Unit(benchmark::kMillisecond);
+BENCHMARK_CAPTURE(mask, llama3_schema_in_string_warm, "llama3", true, "{\"name\": \"Li", false)->Unit(benchmark::kMillisecond);
+BENCHMARK_CAPTURE(mask, qwen3_object_in_string_cold, "qwen3", false, "{\"story\": \"Once upon", true)->Unit(benchmark::kMillisecond);
+BENCHMARK_CAPTURE(mask, qwen3_object_in_string_warm, "qwen3", false, "{\"story\": \"Once upon", false)->Unit(benchmark::kMillisecond);
+BENCHMARK_CAPTURE(mask, qwen3_schema_number_cold, "qwen3", true, "{\"name\": \"Lily\", \"age\": 1", true)->Unit(benchmark::kMillisecond);
+BENCHMARK_CAPTURE(mask, qwen3_schema_number_warm, "qwen3", true, "{\"name\": \"Lily\", \"age\": 1", false)->Unit(benchmark::kMillisecond);
+
+BENCHMARK_MAIN();
