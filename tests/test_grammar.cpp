@@ -8,6 +8,8 @@
 #include "constrain/token_mask.h"
 #include "engine/generator.h"
 #include "engine/model_bundle.h"
+#include "sampling/sampler.h"
+#include "speculation/tree_verifier.h"
 #include "support/greedy_check.h"
 #include "support/synthetic_dflash.h"
 #include "support/synthetic_eagle3.h"
@@ -108,6 +110,66 @@ TEST(Grammar, TokenMasksFollowTheMatcher) {
   std::vector<float> logits(size_t(trie.vocab()) + 5, 1.0f);  // a model's padding rows too
   trie.mask(m, logits.data(), int(logits.size()));
   for (size_t id = 0; id < logits.size(); ++id) EXPECT_EQ(std::isinf(logits[id]), !(id < ok.size() && ok[id])) << id;
+}
+
+// Sampling under a grammar through a draft tree: the first two tokens follow the target's
+// distributions masked by the grammar (the second by its state after the first), whichever draft
+// tokens the tree holds, a refused one included.
+TEST(GrammarSampling, TreeVerificationEmitsTheMaskedDistribution) {
+  const Tokenizer tok = Tokenizer::bytes();
+  SamplingParams sp;
+  sp.temperature = 1.0f;
+  sp.grammar = Grammar::parse(R"G(root ::= [a-d] [a-d01])G");
+  sp.vocabulary = std::make_shared<constrain::TokenTrie>(tok);
+  const int V = tok.vocab_size();
+  auto id = [&](char c) {
+    for (int t = 0; t < V; ++t)
+      if (tok.token_bytes(t) == std::string(1, c)) return t;
+    return -1;
+  };
+  // Root children a (node 0), b (node 1), x (node 2, refused); node 0's children c (3) and 0 (4).
+  DraftTree tree;
+  tree.tokens = {id('a'), id('b'), id('x'), id('c'), id('0')};
+  tree.parents = {-1, -1, -1, 0, 0};
+  std::vector<float> rows = test::random_normal(size_t(V) * 6, 1.5f, 17);
+  // The masked distributions: the root's, and after "a" (node 0's row) and "b" (node 1's row).
+  Sampler probe(sp);
+  auto masked_probs = [&](int row, const std::string& prefix) {
+    Matcher m(sp.grammar);
+    EXPECT_TRUE(m.accept(prefix));
+    std::vector<float> p;
+    target_probs(probe.masked(rows.data() + size_t(row) * size_t(V), V, m), V, sp, &p);
+    return p;
+  };
+  const auto p0 = masked_probs(0, ""), pa = masked_probs(1, "a"), pb = masked_probs(2, "b");
+  const std::string second = "abcd01";
+  std::vector<double> expect;  // (a, t2) x 6, (b, t2) x 6, c, d
+  for (char c : second) expect.push_back(double(p0[size_t(id('a'))]) * pa[size_t(id(c))]);
+  for (char c : second) expect.push_back(double(p0[size_t(id('b'))]) * pb[size_t(id(c))]);
+  expect.push_back(p0[size_t(id('c'))]);
+  expect.push_back(p0[size_t(id('d'))]);
+  std::vector<int> counts(expect.size());
+  const int n = 20000;
+  sp.seed = 5;
+  Sampler s(sp);
+  for (int i = 0; i < n; ++i) {
+    const Verdict v = verify_tree(rows.data(), V, tree, s);
+    std::vector<int> emitted;  // the first two tokens (a path through c or 0 ends with end-of-sequence)
+    for (int node : v.path) emitted.push_back(tree.tokens[size_t(node)]);
+    emitted.push_back(v.next);
+    std::string text;
+    for (size_t i = 0; i < std::min<size_t>(2, emitted.size()); ++i) text += tok.token_bytes(emitted[i]);
+    ASSERT_TRUE(text.size() <= 2 && Matcher(sp.grammar).can_accept(text)) << text;
+    if (text.size() == 2) ++counts[size_t((text[0] == 'a' ? 0 : 6) + int(second.find(text[1])))];
+    else ++counts[size_t(text[0] == 'c' ? 12 : 13)];
+  }
+  double chi = 0;
+  for (size_t i = 0; i < expect.size(); ++i) {
+    const double e = expect[i] * n;
+    if (e > 0) chi += (counts[i] - e) * (counts[i] - e) / e;
+    else EXPECT_EQ(counts[i], 0) << i;
+  }
+  EXPECT_LT(chi, 34.5);  // df = 13: p(chi2 > 34.5) = 0.001
 }
 
 // Constrained decoding through the engine, with and without speculation: the same tokens for

@@ -319,6 +319,13 @@ TEST(ServerApi, StructuredOutputsInEverySpellingUnderSpeculation) {
       }
     }
   }
+  // Metrics: every constrained request, its masks and the draft tokens its grammar refused.
+  auto m = cs.Get("/metrics");
+  ASSERT_TRUE(m);
+  EXPECT_EQ(test::metric(m->body, "eaglet:structured_output_requests_total"), double(2 * asks.size())) << m->body;
+  EXPECT_GT(test::metric(m->body, "eaglet:structured_output_masks_total"), double(2 * asks.size()));
+  EXPECT_GT(test::metric(m->body, "eaglet:structured_output_mask_seconds_total"), 0);
+  EXPECT_GT(test::metric(m->body, "eaglet:structured_output_refused_draft_tokens_total"), 0);
   int status = 0;
   const json both = post(cs, "/v1/completions", {{"prompt", "x"}, {"guided_regex", "a"}, {"grammar", "root ::= \"a\""}}, &status);
   EXPECT_EQ(status, 400);

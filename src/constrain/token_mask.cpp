@@ -1,5 +1,6 @@
 #include "constrain/token_mask.h"
 
+#include <array>
 #include <limits>
 
 #include "tokenizer/tokenizer.h"
@@ -33,13 +34,45 @@ TokenTrie::TokenTrie(const Tokenizer& tok) : nodes_(1) {
   }
 }
 
-void TokenTrie::visit(int node, const Matcher& m, std::vector<uint8_t>* allowed) const {
-  for (const auto& [b, child] : nodes_[size_t(node)].next) {
-    Matcher next = m;
+// The matcher states one walk meets, numbered, with their byte transitions computed on first use:
+// most bytes of most tokens lead back to a handful of states (inside a JSON string, every
+// ordinary character to the same one), so the walk is table lookups, not matcher steps.
+class TokenTrie::States {
+ public:
+  explicit States(const Matcher& start) { add(start); }
+  // The state after byte `b` from state `s`; -1 when the grammar refuses it.
+  int next(int s, uint8_t b) {
+    int n = next_[size_t(s)][b];
+    if (n != kUnknown) return n;
+    Matcher m = states_[size_t(s)];
     const char c = char(b);
-    if (!next.accept(std::string_view(&c, 1))) continue;
+    n = m.accept(std::string_view(&c, 1)) ? add(std::move(m)) : -1;
+    next_[size_t(s)][b] = n;
+    return n;
+  }
+
+ private:
+  static constexpr int kUnknown = -2;
+  int add(Matcher m) {
+    auto [it, fresh] = ids_.emplace(m.state_key(), int(states_.size()));
+    if (fresh) {
+      states_.push_back(std::move(m));
+      next_.emplace_back();
+      next_.back().fill(kUnknown);
+    }
+    return it->second;
+  }
+  std::vector<Matcher> states_;
+  std::vector<std::array<int, 256>> next_;
+  std::unordered_map<std::string, int> ids_;
+};
+
+void TokenTrie::visit(int node, int state, States& states, std::vector<uint8_t>* allowed) const {
+  for (const auto& [b, child] : nodes_[size_t(node)].next) {
+    const int next = states.next(state, b);
+    if (next < 0) continue;
     for (int id : nodes_[size_t(child)].tokens) (*allowed)[size_t(id)] = 1;
-    visit(child, next, allowed);
+    visit(child, next, states, allowed);
   }
 }
 
@@ -56,7 +89,8 @@ void TokenTrie::allowed(const Matcher& m, std::vector<uint8_t>* allowed) const {
     }
   }
   allowed->assign(bytes_.size(), 0);
-  visit(0, m, allowed);
+  States states(m);
+  visit(0, 0, states, allowed);
   if (m.complete())
     for (size_t id = 0; id < eos_.size(); ++id)
       if (eos_[id]) (*allowed)[id] = 1;

@@ -1,7 +1,8 @@
 // Which tokens of a vocabulary a grammar allows next. The tokens' texts form a byte trie; the
 // matcher walks it depth first from its current state, and a subtree is dropped as soon as its
 // prefix is refused, so tokens that share a refused prefix cost one check (llama.cpp rejects
-// candidates the same way, one code point at a time). End-of-sequence tokens are allowed exactly
+// candidates the same way, one code point at a time); the matcher states met on the way are
+// numbered and their byte transitions tabulated, so a byte costs a lookup once seen. End-of-sequence tokens are allowed exactly
 // where the text so far is a whole sentence of the grammar. Masks are cached by grammar and
 // matcher state (xgrammar's adaptive cache, in its simplest form): inside a JSON string every
 // character leaves the same state, so the costly walk over a vocabulary that allows nearly
@@ -40,7 +41,8 @@ class TokenTrie {
     std::vector<std::pair<uint8_t, int>> next;  // byte -> child node
     std::vector<int> tokens;                    // tokens whose text ends here
   };
-  void visit(int node, const Matcher& m, std::vector<uint8_t>* allowed) const;
+  class States;
+  void visit(int node, int state, States& states, std::vector<uint8_t>* allowed) const;
   std::vector<Node> nodes_;
   // (grammar id, state key) -> mask; least recently used dropped beyond kCacheBytes.
   static constexpr size_t kCacheBytes = size_t(64) << 20;

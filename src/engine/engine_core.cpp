@@ -211,6 +211,8 @@ void EngineCore::finish(Seq& s, const std::string& reason) {
     t.prompt_tokens = int64_t(s.req->prompt.size());
     t.generation_tokens = int64_t(s.tracker.tokens().size());
     metrics_->request_finished(reason, t);
+    if (s.req->sampling.constrained())
+      metrics_->structured_output(s.sampler.masks(), s.sampler.mask_seconds(), s.sampler.refused_drafts());
   }
   const std::string rest = s.tracker.take_new_text();
   if ((!rest.empty() || !s.pending.empty()) && s.req->on_output) s.req->on_output(rest, s.pending);

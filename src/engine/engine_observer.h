@@ -28,6 +28,11 @@ class EngineObserver {
   virtual void spec_step(int drafted, int accepted, int depth) = 0;
   // The draft version serving from now on.
   virtual void set_draft_version(int version) = 0;
+  // A request under a grammar finished: the masks computed for it and their time, and the draft
+  // tokens its grammar refused during verification.
+  virtual void structured_output(int64_t masks, double mask_seconds, int64_t refused_drafts) {
+    (void)masks, (void)mask_seconds, (void)refused_drafts;
+  }
 };
 
 }  // namespace eaglet

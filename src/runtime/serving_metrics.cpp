@@ -118,6 +118,14 @@ void ServingMetrics::set_online_training(const OnlineTraining& t) {
   online_ = t;
 }
 
+void ServingMetrics::structured_output(int64_t masks, double mask_seconds, int64_t refused_drafts) {
+  std::lock_guard<std::mutex> lk(mu_);
+  ++constrained_requests_;
+  masks_ += masks;
+  mask_seconds_ += mask_seconds;
+  refused_drafts_ += refused_drafts;
+}
+
 void ServingMetrics::set_draft_version(int version) {
   std::lock_guard<std::mutex> lk(mu_);
   draft_version_ = version;
@@ -183,6 +191,23 @@ std::string ServingMetrics::render_online(const std::string& l) const {
   return out;
 }
 
+// Structured output's families (eaglet:*), once a constrained request has finished. Called with
+// mu_ held.
+std::string ServingMetrics::render_structured(const std::string& l) const {
+  std::string out;
+  auto own = [&](const std::string& name, const std::string& help, double v) {
+    out += fmt::format("# HELP eaglet:{} {}\n# TYPE eaglet:{} counter\neaglet:{}{{{}}} {}\n", name, help, name, name, l, v);
+  };
+  own("structured_output_requests_total", "Finished requests under a grammar (response_format, structured_outputs, ...).",
+      double(constrained_requests_));
+  own("structured_output_masks_total", "Token masks computed for them (a sampled position or a draft node verified).",
+      double(masks_));
+  own("structured_output_mask_seconds_total", "Seconds spent computing those masks.", mask_seconds_);
+  own("structured_output_refused_draft_tokens_total", "Draft tokens the grammar refused during verification.",
+      double(refused_drafts_));
+  return out;
+}
+
 std::string ServingMetrics::render(const std::string& model) const {
   std::lock_guard<std::mutex> lk(mu_);
   const std::string l = fmt::format("model_name=\"{}\",engine=\"0\"", prometheus_label_value(model));
@@ -241,6 +266,7 @@ std::string ServingMetrics::render(const std::string& model) const {
   histogram(draft_tokens_, "spec_decode_draft_tokens_per_step",
             "Draft tokens (chain or tree nodes) a sequence's verification checked, as the draft policy chose.");
   if (online_on_) out += render_online(l);
+  if (constrained_requests_ > 0) out += render_structured(l);
   // The process collector's name, which dashboards (and the soak test) watch for leaks.
   out += fmt::format("# HELP process_resident_memory_bytes Resident memory size in bytes.\n"
                      "# TYPE process_resident_memory_bytes gauge\nprocess_resident_memory_bytes {}\n",

@@ -54,6 +54,7 @@ class ServingMetrics : public EngineObserver {
   // The draft version serving from now on; spec_step() counts per version. A swap or a rollback
   // counts one of each kind.
   void set_draft_version(int version) override;
+  void structured_output(int64_t masks, double mask_seconds, int64_t refused_drafts) override;
   void count_draft_swap();
   void count_draft_rollback();
   // Speculation counters of one draft version (empty when it never served).
@@ -64,6 +65,7 @@ class ServingMetrics : public EngineObserver {
 
  private:
   std::string render_online(const std::string& labels) const;  // with mu_ held
+  std::string render_structured(const std::string& labels) const;  // with mu_ held
   const std::string prefix_;
   mutable std::mutex mu_;
   std::map<std::string, uint64_t> finished_;
@@ -78,6 +80,8 @@ class ServingMetrics : public EngineObserver {
   OnlineTraining online_;
   int draft_version_ = 0;
   int64_t swaps_ = 0, rollbacks_ = 0;
+  int64_t constrained_requests_ = 0, masks_ = 0, refused_drafts_ = 0;
+  double mask_seconds_ = 0;
   std::map<int, SpecMetrics> by_version_;
 };
 

@@ -1,6 +1,7 @@
 #include "sampling/sampler.h"
 
 #include <algorithm>
+#include <chrono>
 #include <cmath>
 #include <numeric>
 
@@ -110,8 +111,11 @@ void Sampler::accept(int token) {
 }
 
 const float* Sampler::masked(const float* logits, int n, const constrain::Matcher& at) {
+  const auto t0 = std::chrono::steady_clock::now();
   masked_.assign(logits, logits + n);
   params_.vocabulary->mask(at, masked_.data(), n);
+  ++masks_;
+  mask_seconds_ += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   return masked_.data();
 }
 

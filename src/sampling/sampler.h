@@ -69,6 +69,11 @@ class Sampler {
   // `logits` [n] with what the grammar at `at` refuses set to -infinity (a copy; the input is
   // left as it is).
   const float* masked(const float* logits, int n, const constrain::Matcher& at);
+  // Masks computed so far and the seconds they took; draft tokens the grammar refused.
+  int64_t masks() const { return masks_; }
+  double mask_seconds() const { return mask_seconds_; }
+  int64_t refused_drafts() const { return refused_drafts_; }
+  void count_refused_draft() { ++refused_drafts_; }
   // `logits` with the biases and penalties applied (a copy; the input is left as it is).
   const float* processed(const float* logits, int n);
   // Uniform [0, 1) from this sampler's stream (rejection tests).
@@ -81,6 +86,8 @@ class Sampler {
   SamplingParams params_;
   std::mt19937_64 rng_;
   std::optional<constrain::Matcher> matcher_;
+  int64_t masks_ = 0, refused_drafts_ = 0;
+  double mask_seconds_ = 0;
   std::vector<float> probs_, processed_, masked_;
   std::unordered_map<int, int> output_counts_;
   std::unordered_set<int> prompt_tokens_;

@@ -1,5 +1,6 @@
 #include "speculation/tree_verifier.h"
 
+#include <cmath>
 #include <optional>
 
 namespace eaglet {
@@ -24,7 +25,11 @@ Verdict verify_tree(const float* logits, int vocab, const DraftTree& tree, Sampl
     // No children: the target's own draw, through the sampler (and its penalties, which only
     // sequences without drafts have: EngineCore never drafts for them).
     if (kids.empty()) { v.next = sampler.sample(raw, vocab, at ? &*at : nullptr); return v; }
-    if (at) row = sampler.masked(raw, vocab, *at);
+    if (at) {
+      row = sampler.masked(raw, vocab, *at);
+      for (int c : kids)
+        if (std::isinf(row[size_t(tree.tokens[size_t(c)])])) sampler.count_refused_draft();
+    }
     if (sp.greedy()) {
       const int t = argmax(row, vocab);
       for (int c : kids)
