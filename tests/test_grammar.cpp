@@ -195,8 +195,12 @@ TEST(GrammarDecoding, SpeculativeGreedyEqualsPlainUnderAGrammar) {
   }
   SpecOptions eagle;
   eagle.draft_dir = dir.file("eagle3");
-  EXPECT_GT(test::expect_greedy_equal(*b.model, b.tokenizer, b.eos_ids, prompts, eagle, 40,
-                                      {"k=3", "topk=3,depth=4,budget=10", "auto"}, sp), 0);
+  const std::vector<std::string> shapes = {"k=3", "topk=3,depth=4,budget=10", "auto"};
+  const int64_t constrained = test::expect_greedy_equal(*b.model, b.tokenizer, b.eos_ids, prompts, eagle, 40, shapes, sp);
+  SpecOptions loose = eagle;  // the draft proposes unconstrained; verification refuses what the grammar does
+  loose.constrain_draft = false;
+  const int64_t unconstrained = test::expect_greedy_equal(*b.model, b.tokenizer, b.eos_ids, prompts, loose, 40, shapes, sp);
+  EXPECT_GT(constrained, unconstrained) << "a draft held to the grammar is accepted more often";
   SpecOptions dflash;
   dflash.method = "dflash";
   dflash.draft_dir = dir.file("dflash");

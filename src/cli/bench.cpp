@@ -13,6 +13,7 @@
 #include "cli/bench_report.h"
 #include "cli/bench_runner.h"
 #include "cli/commands.h"
+#include "constrain/json_schema.h"
 #include "cli/report.h"
 #include "core/cpu_features.h"
 #include "core/error.h"
@@ -20,6 +21,7 @@
 #include "core/thread_pool.h"
 #include "engine/model_bundle.h"
 #include "engine/prompt_dataset.h"
+#include "io/mapped_file.h"
 #include "kernels/isa_table.h"
 #include "kernels/pack.h"
 #include "speculation/cost_model.h"
@@ -43,7 +45,28 @@ struct BenchOptions {
   std::vector<std::string> compare_shapes;   // more draft shapes run in the same run ("k=N" or --draft-shape)
   std::vector<std::string> compare_configs;  // more methods / drafts: vLLM --speculative-config JSON each
   bool cost_curve = false;
+  std::string grammar_file, json_schema_file;  // structured output: every prompt under this constraint
 };
+
+// --grammar FILE (GBNF) / --json-schema FILE (llama.cpp's spellings) onto `sampling`.
+void apply_constraint(const BenchOptions& o, const Tokenizer& tok, SamplingParams* sampling) {
+  if (o.grammar_file.empty() && o.json_schema_file.empty()) return;
+  EAGLET_CHECK(o.grammar_file.empty() || o.json_schema_file.empty(), "give one of --grammar and --json-schema");
+  const std::string& file = o.grammar_file.empty() ? o.json_schema_file : o.grammar_file;
+  const std::string text = read_text_file(file);
+  std::string gbnf = text;
+  if (!o.json_schema_file.empty()) {
+    const auto schema = nlohmann::ordered_json::parse(text, nullptr, false);
+    EAGLET_CHECK(!schema.is_discarded(), "--json-schema {}: not JSON", file);
+    try {
+      gbnf = constrain::json_schema_to_gbnf(schema);
+    } catch (const Error& e) {
+      fail("--json-schema {}: {}", file, e.what());
+    }
+  }
+  sampling->grammar = constrain::Grammar::parse(gbnf, file);
+  sampling->vocabulary = std::make_shared<constrain::TokenTrie>(tok);
+}
 
 const std::vector<std::string> kDefaultPrompts = {
     "Once upon a time", "One day, a little girl named Lily", "Tom and his dog went to the park",
@@ -217,6 +240,7 @@ BenchRun bench_run(int threads, ModelBundle& b, const BenchOptions& o, const std
 void run_bench(BenchOptions o) {
   apply_common_options(o.common);
   ModelBundle b = load_target(o.common);
+  apply_constraint(o, b.tokenizer, &o.sampling);
   SpecSetup spec(o.spec, *b.model);
   const std::vector<std::unique_ptr<SpecSetup>> compared = compared_setups(o, *b.model);
   int max_step_tokens = spec.max_step_tokens();
@@ -271,6 +295,8 @@ void add_bench(CLI::App& app) {
   cmd->add_option("--compare-config", o->compare_configs,
                   "another method or draft measured in the same run, as vLLM's --speculative-config JSON over these "
                   "options, e.g. '{\"method\":\"dflash\",\"model\":\"DIR\",\"num_speculative_tokens\":15}' (repeatable)");
+  cmd->add_option("--grammar", o->grammar_file, "structured output: every output a sentence of this GBNF grammar (file)");
+  cmd->add_option("--json-schema", o->json_schema_file, "structured output: every output a JSON document valid against this schema (file)");
   cmd->add_flag("--cost-curve", o->cost_curve, "report the forward cost c(n)/c(1), n = 1..64, and a 16-node tree's");
   cmd->callback([o] { run_bench(*o); });
 }

@@ -263,7 +263,12 @@ void EngineCore::draft(const std::vector<Seq*>& all_decoding, int fixed_tokens) 
     const int remaining = s->req->stop.max_tokens - int(s->tracker.tokens().size());
     const int64_t room = opts_.max_model_len - cache_->length(s->kv) - 1;
     const int cap = int(std::max<int64_t>(0, std::min<int64_t>(remaining - 1, room)));
-    requests.push_back({s->kv, policy_->shape(s->policy, cap)});
+    Proposer::Request r{s->kv, policy_->shape(s->policy, cap)};
+    if (spec_.options().constrain_draft && s->sampler.matcher()) {  // structured output: draft what it allows
+      r.grammar = s->sampler.matcher();
+      r.vocabulary = s->req->sampling.vocabulary.get();
+    }
+    requests.push_back(r);
     states.push_back(&s->policy);
   }
   const auto t0 = clock_type::now();

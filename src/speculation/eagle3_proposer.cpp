@@ -2,7 +2,9 @@
 
 #include <algorithm>
 #include <cmath>
+#include <limits>
 #include <numeric>
+#include <optional>
 
 #include "core/error.h"
 
@@ -54,6 +56,22 @@ std::vector<Eagle3Proposer::Candidate> Eagle3Proposer::top_candidates(const floa
   return out;
 }
 
+std::vector<Eagle3Proposer::Candidate> Eagle3Proposer::top_allowed(const float* logits, int k, const constrain::Matcher& at,
+                                                                    const constrain::TokenTrie& vocabulary) const {
+  const int Vd = draft_.config().draft_vocab;
+  std::vector<uint8_t> ok;
+  vocabulary.allowed(at, &ok);
+  std::vector<float> masked(logits, logits + Vd);
+  int allowed = 0;
+  for (int i = 0; i < Vd; ++i) {
+    const int t = draft_.to_target_id(i);
+    if (t < int(ok.size()) && ok[size_t(t)]) ++allowed;
+    else masked[size_t(i)] = -std::numeric_limits<float>::infinity();
+  }
+  if (allowed == 0) return {};
+  return top_candidates(masked.data(), std::min(k, allowed));
+}
+
 void Eagle3Proposer::flush(const std::vector<Request>& requests) {
   const int64_t H = draft_.config().hidden, A = 3 * int64_t(draft_.config().target_hidden);
   std::vector<Eagle3Rows> chunks;
@@ -80,6 +98,7 @@ void Eagle3Proposer::flush(const std::vector<Request>& requests) {
     st.exact_len += int64_t(st.pending_tokens.size());
     st.last.assign(out.begin() + (row - 1) * H, out.begin() + row * H);
     st.root = top_candidates(logits.data() + i * size_t(Vd), kMaxTopk);
+    st.root_logits.assign(logits.begin() + int64_t(i) * Vd, logits.begin() + int64_t(i + 1) * Vd);
     st.pending_tokens.clear();
     st.pending_aux.clear();
   }
@@ -91,6 +110,7 @@ struct TreeNode {
   float score;
   int fwd = -1;       // index among this draft's forwarded nodes (its draft-cache row offset)
   uint64_t mask = 0;  // forwarded ancestors and itself
+  int state = -1;     // under a grammar: index of its state after the path (Work::grammar)
 };
 
 // The `k` best-scored of nodes[from..] in score order (ties: the earlier first, so a parent stays
@@ -108,6 +128,22 @@ std::vector<int> best_of(const std::vector<TreeNode>& nodes, size_t from, int k)
 struct Eagle3Proposer::Work {
   State* st = nullptr;
   TreeShape shape;
+  const constrain::TokenTrie* vocabulary = nullptr;  // set under a grammar
+  std::vector<constrain::Matcher> grammar;           // grammar states of the nodes
+  // The children of `parent` (-1: the root): the top-k of `logits`, under a grammar among what it
+  // allows after the parent's path (`at`, copied first: the states grow as children are added).
+  void add_children(const Eagle3Proposer& p, int parent, float score, const float* logits, const constrain::Matcher* at) {
+    const std::optional<constrain::Matcher> base = at ? std::optional<constrain::Matcher>(*at) : std::nullopt;
+    const auto cands = base ? p.top_allowed(logits, shape.topk, *base, *vocabulary) : p.top_candidates(logits, shape.topk);
+    for (const auto& c : cands) {
+      nodes.push_back({c.token, parent, score * c.prob});
+      if (!base) continue;
+      constrain::Matcher m = *base;
+      m.accept(vocabulary->bytes(c.token));
+      nodes.back().state = int(grammar.size());
+      grammar.push_back(std::move(m));
+    }
+  }
   std::vector<TreeNode> nodes;
   std::vector<int> frontier;               // nodes to expand at the next depth
   std::vector<std::vector<float>> states;  // output state per forwarded node
@@ -149,8 +185,14 @@ std::vector<Eagle3Proposer::Work> Eagle3Proposer::plant(const std::vector<Reques
     s.budget = std::min(s.budget, kMaxTreeTokens - 1);         // the root joins them in verification
     w.shape = s;
     if (s.empty() || w.st->root.empty()) continue;
-    for (int c = 0; c < std::min<int>(s.topk, int(w.st->root.size())); ++c)
-      w.nodes.push_back({w.st->root[size_t(c)].token, -1, w.st->root[size_t(c)].prob});
+    if (requests[i].grammar && requests[i].vocabulary) {
+      w.vocabulary = requests[i].vocabulary;
+      w.add_children(*this, -1, 1.0f, w.st->root_logits.data(), requests[i].grammar);
+    } else {
+      for (int c = 0; c < std::min<int>(s.topk, int(w.st->root.size())); ++c)
+        w.nodes.push_back({w.st->root[size_t(c)].token, -1, w.st->root[size_t(c)].prob});
+    }
+    if (w.nodes.empty()) continue;
     w.frontier = best_of(w.nodes, 0, s.topk);
     *max_depth = std::max(*max_depth, s.depth);
   }
@@ -190,9 +232,9 @@ bool Eagle3Proposer::grow(std::vector<Work>& work, int d) {
     const std::vector<int> expanded = w->frontier;
     for (int n : expanded) {
       w->states.emplace_back(next.begin() + int64_t(row) * H, next.begin() + int64_t(row + 1) * H);
-      const float score = w->nodes[size_t(n)].score;
-      for (const Candidate& c : top_candidates(logits.data() + row * size_t(Vd), w->shape.topk))
-        w->nodes.push_back({c.token, n, score * c.prob});
+      const TreeNode node = w->nodes[size_t(n)];
+      const constrain::Matcher* at = node.state >= 0 ? &w->grammar[size_t(node.state)] : nullptr;
+      w->add_children(*this, n, node.score, logits.data() + row * size_t(Vd), at);
       ++row;
     }
     w->frontier = best_of(w->nodes, first_new, w->shape.topk);

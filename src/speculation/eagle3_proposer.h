@@ -9,7 +9,9 @@
 // distribution at the last exact position; at each further depth the `topk` best frontier nodes
 // (by path probability) are expanded with one batched draft forward over every sequence, each node
 // seeing the exact prefix and its own ancestors; finally the `budget` nodes of highest path
-// probability are kept. With topk = 1 this is chain drafting.
+// probability are kept. With topk = 1 this is chain drafting. Under a grammar (structured output)
+// each node's candidates are the best tokens the grammar allows after the node's path, so the
+// draft spends its budget on tokens verification can accept.
 #pragma once
 #include <map>
 
@@ -42,6 +44,7 @@ class Eagle3Proposer : public Proposer {
     SeqId kv = 0;
     int64_t exact_len = 0;
     std::vector<Candidate> root;  // top kMaxTopk of the draft distribution after the last exact position
+    std::vector<float> root_logits;  // that distribution's logits [Vd] (a grammar masks them)
     std::vector<float> last;      // draft state at the last exact position [H]
     // Positions waiting to be folded in: position p pairs the target state row p with token p + 1.
     std::vector<int> pending_tokens;
@@ -54,8 +57,11 @@ class Eagle3Proposer : public Proposer {
   struct Work;
   std::vector<Work> plant(const std::vector<Request>& requests, int* max_depth);
   bool grow(std::vector<Work>& work, int depth);
-  // The `k` most likely draft tokens (as target ids) of a draft-vocabulary logit row.
+  // The `k` most likely draft tokens (as target ids) of a draft-vocabulary logit row; with a
+  // grammar state `at`, of those it allows (fewer when fewer are allowed).
   std::vector<Candidate> top_candidates(const float* logits, int k) const;
+  std::vector<Candidate> top_allowed(const float* logits, int k, const constrain::Matcher& at,
+                                     const constrain::TokenTrie& vocabulary) const;
 
   const Eagle3Draft& draft_;
   ThreadPool& pool_;

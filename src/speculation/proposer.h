@@ -11,6 +11,8 @@
 #include <vector>
 
 #include "cache/kv_cache.h"
+#include "constrain/grammar.h"
+#include "constrain/token_mask.h"
 #include "speculation/draft_tree.h"
 
 namespace eaglet {
@@ -34,6 +36,11 @@ class Proposer {
   struct Request {
     SeqId seq;
     TreeShape shape;
+    // Structured output: the grammar's state after the sequence's text and the vocabulary its
+    // masks use. A proposer that honours it drafts only tokens the grammar allows along each
+    // path (others ignore it; verification refuses such tokens anyway).
+    const constrain::Matcher* grammar = nullptr;
+    const constrain::TokenTrie* vocabulary = nullptr;
   };
   // One draft tree per request (possibly empty, when the proposer has no guess).
   virtual void propose(const std::vector<Request>& requests, std::vector<DraftTree>* trees) = 0;

@@ -58,7 +58,7 @@ void apply_speculative_config(SpecOptions& o, const std::string& text, const std
   };
   static const char* kKeys[] = {"method", "model", "num_speculative_tokens", "prompt_lookup_max",
                                 "prompt_lookup_min", "draft_tensor_parallel_size", "draft_shape", "aux_numbering",
-                                "draft_semantics"};
+                                "draft_semantics", "constrain_draft"};
   for (auto it = j.begin(); it != j.end(); ++it)
     EAGLET_CHECK(std::find_if(std::begin(kKeys), std::end(kKeys), [&](const char* k) { return it.key() == k; }) !=
                      std::end(kKeys),
@@ -79,6 +79,11 @@ void apply_speculative_config(SpecOptions& o, const std::string& text, const std
   if (j.contains("draft_shape")) o.draft_shape = str("draft_shape");
   if (j.contains("aux_numbering")) o.aux_numbering = str("aux_numbering");
   if (j.contains("draft_semantics")) o.draft_semantics = str("draft_semantics");
+  if (j.contains("constrain_draft")) {
+    EAGLET_CHECK(j["constrain_draft"].is_boolean(), "{}: 'constrain_draft' must be true or false (got {})", option,
+                 j["constrain_draft"].dump());
+    o.constrain_draft = j["constrain_draft"].get<bool>();
+  }
 }
 
 void SpecSetup::register_proposer(const std::string& name, DraftKind draft, bool trees, ProposerFactory make) {
