@@ -91,16 +91,26 @@ bool wait_for(const std::function<bool()>& done, double seconds) {
   return done();
 }
 
+// The candidates a trainer offers, each installed.
+struct Offers {
+  std::vector<OnlineTrainer::Candidate> all;
+  std::mutex mu;
+  OnlineTrainer::Hooks hooks() {
+    OnlineTrainer::Hooks h;
+    h.install = [this](const OnlineTrainer::Candidate& c) {
+      std::lock_guard<std::mutex> lk(mu);
+      all.push_back(c);
+      return true;
+    };
+    return h;
+  }
+};
+
 TEST(OnlineTrainer, LearnsFromCapturedTrafficAndOffersLoadableCandidates) {
   Rig r;
-  std::vector<OnlineTrainer::Candidate> offered;
-  std::mutex mu;
-  OnlineTrainer::Hooks hooks;
-  hooks.install = [&](const OnlineTrainer::Candidate& c) {
-    std::lock_guard<std::mutex> lk(mu);
-    offered.push_back(c);
-    return true;
-  };
+  Offers offers;
+  const std::vector<OnlineTrainer::Candidate>& offered = offers.all;
+  const OnlineTrainer::Hooks hooks = offers.hooks();
   OnlineTrainer t(*r.bundle.model, r.dir.file("draft"), 0, r.options(r.dir.file("online")), hooks);
   t.start();
   r.serve(&t, 64);
@@ -127,14 +137,9 @@ TEST(OnlineTrainer, LearnsFromCapturedTrafficAndOffersLoadableCandidates) {
 // DFlash export in the published layout that the engine loads and a restart resumes from.
 TEST(OnlineTrainer, TrainsDFlashDraftsFromCapturedTraffic) {
   Rig r(3, DraftKind::DFlash);
-  std::vector<OnlineTrainer::Candidate> offered;
-  std::mutex mu;
-  OnlineTrainer::Hooks hooks;
-  hooks.install = [&](const OnlineTrainer::Candidate& c) {
-    std::lock_guard<std::mutex> lk(mu);
-    offered.push_back(c);
-    return true;
-  };
+  Offers offers;
+  const std::vector<OnlineTrainer::Candidate>& offered = offers.all;
+  const OnlineTrainer::Hooks hooks = offers.hooks();
   OnlineTrainOptions o = r.options(r.dir.file("online"));
   o.num_anchors = 8;
   OnlineTrainer t(*r.bundle.model, r.dir.file("draft"), 0, o, hooks);
