@@ -10,7 +10,7 @@ PKGS=(
   libtorch-dev libgloo-dev libyaml-cpp-dev libzmq3-dev cppzmq-dev libopenblas0-pthread
   libcpp-httplib-dev libboost-dev curl
   clang libclang-rt-14-dev llvm
-  python3-numpy python3-jinja2
+  python3-numpy python3-jinja2 python3-jsonschema
 )
 # Node.js runs the OpenAI SDK test client; keep an existing installation (e.g. nodesource's).
 command -v node >/dev/null 2>&1 || PKGS+=(nodejs)

@@ -71,8 +71,11 @@ const std::map<std::string, Prim> kPrims = {
     {"integer", {"\"-\"? ( \"0\" | [1-9] [0-9]* )", {}}},
     {"boolean", {"\"true\" | \"false\"", {}}},
     {"null", {"\"null\"", {}}},
-    // RFC 3339 dates and times, as JSON Schema's formats (day 31 is allowed in every month).
-    {"fmt-date", {"[0-9]{4} \"-\" ( \"0\" [1-9] | \"1\" [0-2] ) \"-\" ( \"0\" [1-9] | [12] [0-9] | \"3\" [01] )", {}}},
+    // RFC 3339 dates and times, as JSON Schema's formats: each month's own length, February's 29
+    // in any year (leap years are not told apart).
+    {"fmt-date", {"[0-9]{4} \"-\" ( ( \"0\" [13578] | \"1\" [02] ) \"-\" ( \"0\" [1-9] | [12] [0-9] | \"3\" [01] ) | "
+                  "( \"0\" [469] | \"11\" ) \"-\" ( \"0\" [1-9] | [12] [0-9] | \"30\" ) | "
+                  "\"02-\" ( \"0\" [1-9] | [12] [0-9] ) )", {}}},
     {"fmt-time",
      {"( [01] [0-9] | \"2\" [0-3] ) \":\" [0-5] [0-9] \":\" ( [0-5] [0-9] | \"60\" ) ( \".\" [0-9]+ )?"
       " ( [zZ] | ( \"+\" | \"-\" ) ( [01] [0-9] | \"2\" [0-3] ) \":\" [0-5] [0-9] )",
