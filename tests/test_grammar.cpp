@@ -204,7 +204,11 @@ TEST(GrammarDecoding, SpeculativeGreedyEqualsPlainUnderAGrammar) {
   SpecOptions dflash;
   dflash.method = "dflash";
   dflash.draft_dir = dir.file("dflash");
-  test::expect_greedy_equal(*b.model, b.tokenizer, b.eos_ids, prompts, dflash, 40, {"k=7", "topk=2,depth=4,budget=8"}, sp);
+  const std::vector<std::string> block_shapes = {"k=7", "topk=2,depth=4,budget=8", "auto"};
+  const int64_t held = test::expect_greedy_equal(*b.model, b.tokenizer, b.eos_ids, prompts, dflash, 40, block_shapes, sp);
+  SpecOptions loose_block = dflash;
+  loose_block.constrain_draft = false;
+  EXPECT_GT(held, test::expect_greedy_equal(*b.model, b.tokenizer, b.eos_ids, prompts, loose_block, 40, block_shapes, sp));
   SpecOptions ngram;
   ngram.method = "ngram";
   EXPECT_GT(test::expect_greedy_equal(*b.model, b.tokenizer, b.eos_ids, prompts, ngram, 40, {"k=3", "k=7"}, sp), 0);

@@ -31,33 +31,73 @@ std::vector<std::pair<double, int>> top_tokens(const float* row, int vocab, int 
   return out;
 }
 
+// The top-k tokens of `row` that the grammar state `at` allows (their probabilities renormalised
+// over the allowed ones); fewer when fewer are allowed.
+std::vector<std::pair<double, int>> allowed_tokens(const float* row, int vocab, int k, const constrain::Matcher& at,
+                                                   const constrain::TokenTrie& vocabulary) {
+  std::vector<float> masked(row, row + vocab);
+  vocabulary.mask(at, masked.data(), vocab);
+  if (std::all_of(masked.begin(), masked.end(), [](float x) { return std::isinf(x) && x < 0; })) return {};
+  auto top = top_tokens(masked.data(), vocab, k);
+  top.erase(std::remove_if(top.begin(), top.end(), [](const auto& t) { return t.first <= 0; }), top.end());
+  return top;
+}
+
 // Best-first over the block: a node at depth d has the top-k tokens of position d as children,
 // scored with its path probability times theirs (the block's positions are drafted together, so
-// a position's candidates do not depend on the token chosen before it). With topk 1 this is the
-// chain of the block's greedy tokens. Nodes are added in order of score, so every prefix of the
-// tree is a tree and the policy can cut it anywhere.
-DraftTree block_tree(const float* logits, int vocab, const TreeShape& shape, int positions) {
+// a position's candidates do not depend on the token chosen before it, unless a grammar holds
+// the draft: then they are the top-k the grammar allows after the node's path). With topk 1 this
+// is the chain of the block's greedy tokens. Nodes are added in order of score, so every prefix
+// of the tree is a tree and the policy can cut it anywhere.
+DraftTree block_tree(const float* logits, int vocab, const Proposer::Request& r, int positions) {
+  const TreeShape& shape = r.shape;
   const int depth = std::min(shape.depth, positions);
-  std::vector<std::vector<std::pair<double, int>>> top;
-  for (int d = 0; d < depth; ++d) top.push_back(top_tokens(logits + size_t(d) * size_t(vocab), vocab, shape.topk));
+  const bool held = r.grammar && r.vocabulary;
+  // Candidate lists: one per position, or under a grammar one per parent (its state decides).
+  std::vector<std::vector<std::pair<double, int>>> lists;
+  std::vector<int> per_position(size_t(depth), -1);
+  std::vector<constrain::Matcher> states;  // under a grammar: the state after each tree node
+  auto list_at = [&](int d, int parent) {
+    const float* row = logits + size_t(d) * size_t(vocab);
+    if (!held) {
+      if (per_position[size_t(d)] < 0) {
+        per_position[size_t(d)] = int(lists.size());
+        lists.push_back(top_tokens(row, vocab, shape.topk));
+      }
+      return per_position[size_t(d)];
+    }
+    lists.push_back(allowed_tokens(row, vocab, shape.topk, parent < 0 ? *r.grammar : states[size_t(parent)], *r.vocabulary));
+    return int(lists.size()) - 1;
+  };
   struct Candidate {
     double score, parent_score;
-    int parent, depth, rank;  // rank: which of the position's top tokens
+    int parent, depth, list, rank;  // rank: which of the list's tokens
     bool operator<(const Candidate& o) const { return score < o.score; }
   };
   std::priority_queue<Candidate> next;
-  next.push({top[0][0].first, 1.0, -1, 0, 0});
+  if (depth > 0) {
+    const int root = list_at(0, -1);
+    if (!lists[size_t(root)].empty()) next.push({lists[size_t(root)][0].first, 1.0, -1, 0, root, 0});
+  }
   DraftTree tree;
   while (!next.empty() && tree.size() < shape.budget) {
     const Candidate c = next.top();
     next.pop();
-    const auto& candidates = top[size_t(c.depth)];
-    tree.add(candidates[size_t(c.rank)].second, c.parent, float(c.score));
+    const int token = lists[size_t(c.list)][size_t(c.rank)].second;
+    tree.add(token, c.parent, float(c.score));
+    if (held) {
+      states.push_back(c.parent < 0 ? *r.grammar : states[size_t(c.parent)]);
+      states.back().accept(r.vocabulary->bytes(token));
+    }
     // Its next sibling, and its own first child.
-    if (c.rank + 1 < int(candidates.size()))
-      next.push({c.parent_score * candidates[size_t(c.rank) + 1].first, c.parent_score, c.parent, c.depth, c.rank + 1});
-    if (c.depth + 1 < depth)
-      next.push({c.score * top[size_t(c.depth) + 1][0].first, c.score, tree.size() - 1, c.depth + 1, 0});
+    const auto& siblings = lists[size_t(c.list)];
+    if (c.rank + 1 < int(siblings.size()))
+      next.push({c.parent_score * siblings[size_t(c.rank) + 1].first, c.parent_score, c.parent, c.depth, c.list, c.rank + 1});
+    if (c.depth + 1 < depth) {
+      const int children = list_at(c.depth + 1, tree.size() - 1);
+      if (!lists[size_t(children)].empty())
+        next.push({c.score * lists[size_t(children)][0].first, c.score, tree.size() - 1, c.depth + 1, children, 0});
+    }
   }
   return tree;
 }
@@ -100,7 +140,7 @@ void DFlashProposer::propose(const std::vector<Request>& requests, std::vector<D
   const int vocab = int(logits_.size() / (blocks.size() * size_t(c.block_size - 1)));
   for (size_t j = 0; j < blocks.size(); ++j)
     (*trees)[drafted[j]] = block_tree(logits_.data() + j * size_t(c.block_size - 1) * size_t(vocab), vocab,
-                                      requests[drafted[j]].shape, c.block_size - 1);
+                                      requests[drafted[j]], c.block_size - 1);
 }
 
 // The root and the accepted drafts were verified: their taps become context; the target's own
