@@ -86,6 +86,12 @@ TEST(Grammar, ErrorsNameWhereAndWhat) {
   test::expect_mentions(err("root ::= \"a\"\n  [z-a]"), {"line 2", "range"});
   test::expect_mentions(err("root ::= \"abc"), {"unterminated"});
   test::expect_mentions(err("root := \"a\""), {"::="});
+  // Large counts are fine; a short text asking for billions of copies is refused.
+  EXPECT_TRUE(matches("root ::= [a-z]{0,50000} \".\"", std::string(40000, 'q') + "."));
+  std::string copies = "root ::=";
+  for (int i = 0; i < 50; ++i) copies += " \"ab\"{100000}";
+  test::expect_mentions(err(copies), {"more than"});
+  test::expect_mentions(err("root ::= \"a\"{100001}"), {"above 100000"});
 }
 
 TEST(Grammar, TokenMasksFollowTheMatcher) {

@@ -82,7 +82,7 @@ void add_spec_options(CLI::App* cmd, SpecOptions* o) {
                   "llama-server's: a step whose draft has fewer tokens decodes without it (0 = use any draft)")
       ->check(CLI::Range(0, 64));
   cmd->add_flag("!--no-constrain-draft", o->constrain_draft,
-                "structured output: let the EAGLE-3 draft propose tokens the grammar refuses (verification still masks "
+                "structured output: let the draft (EAGLE-3, DFlash) propose tokens the grammar refuses (verification still masks "
                 "the target; to measure what constraining the draft gains)");
   cmd->add_option("--ngram-max", o->ngram_max, "n-gram lookup: longest n tried")->check(CLI::Range(1, 64));
   cmd->add_option("--ngram-min", o->ngram_min, "n-gram lookup: shortest n tried")->check(CLI::Range(1, 64));

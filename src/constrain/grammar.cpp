@@ -104,6 +104,8 @@ class GrammarParser {
     return it->second;
   }
   int new_rule(const std::string& base) {
+    if (g_->rules_.size() >= kMaxRules)
+      error(i_, fmt::format("the grammar needs more than {} rules (repetitions expand into rules)", kMaxRules));
     const int id = rule_id(base + "_" + std::to_string(generated_++));
     defined_[size_t(id)] = true;
     return id;
@@ -165,7 +167,12 @@ class GrammarParser {
     else if (op == '?') hi = 1;
     else if (op == '{') std::tie(lo, hi) = bounds(at);
     EAGLET_CHECK(hi < 0 || hi >= lo, "{}: repetition {{{},{}}} has max below min", where_, lo, hi);
-    if (lo > 1000 || hi > 1000) error(at, "repetition bounds above 1000");
+    // Counts as large as a JSON schema's (maxLength 100000) are fine; the grammar as a whole is
+    // bounded below, so that a short text cannot ask for billions of rules.
+    if (lo > kMaxCount || hi > kMaxCount) error(at, fmt::format("repetition bounds above {}", kMaxCount));
+    elements_ += (size_t(lo) + size_t(std::max(hi - lo, 1))) * (x.size() + 1);
+    if (elements_ > kMaxElements)
+      error(at, fmt::format("the grammar needs more than {} elements (repetitions expand into copies)", kMaxElements));
     const Element ref{Element::Kind::Rule, {}, false, -1};
     auto rule_ref = [&](int id) { Element e = ref; e.rule = id; return e; };
     // The optional tail: unbounded X* (X tail | empty), or nested (X (X ...)?)? up to hi - lo.
@@ -322,6 +329,9 @@ class GrammarParser {
       if (state[r] == 0) visit(int(r));
   }
 
+  static constexpr int kMaxCount = 100000;
+  static constexpr size_t kMaxRules = 1000000, kMaxElements = 4000000;
+  size_t elements_ = 0;
   const std::string& s_;
   std::string where_;
   size_t i_ = 0;

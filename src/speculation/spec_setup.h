@@ -26,7 +26,7 @@ struct SpecOptions {
   int draft_min = 0;
   std::string draft_semantics = "auto";  // what norm_output means: auto = vllm | specforge-legacy
   bool allow_unused_draft_tensors = false;  // load a draft whose checkpoint has tensors its flavour does not read
-  // Structured output: the draft proposes only tokens the request's grammar allows (EAGLE-3;
+  // Structured output: the draft proposes only tokens the request's grammar allows (EAGLE-3, DFlash;
   // verification masks the target either way, so the output is the same).
   bool constrain_draft = true;
 };
