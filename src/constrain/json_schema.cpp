@@ -422,7 +422,9 @@ class Converter {
   std::string typed(const Json& s, const std::string& path) {
     const std::vector<std::string> types = types_of(s, path);
     if (types.empty()) return prim("value");
-    for (const auto& [k, family] : kTypedKeywords) {
+    for (const auto& entry : kTypedKeywords) {
+      const std::string& k = entry.first;
+      const Family family = entry.second;  // (a plain variable: clang 14 lambdas cannot capture bindings)
       if (!s.contains(k)) continue;
       const char* needs = family == Family::Object   ? "object"
                           : family == Family::Array  ? "array"
