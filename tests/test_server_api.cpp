@@ -39,6 +39,15 @@ struct Target {
   Target() { test::write_byte_vocab_target(path, /*chat_template=*/true); }
 };
 
+// A random EAGLE-3 draft over the byte target's whole vocabulary, in the target's folder.
+std::string random_draft(const Target& t) {
+  test::DraftSpec ds;
+  ds.vocab = ds.draft_vocab = 259;
+  ds.scale = 0.3f;
+  test::write_draft(t.dir.file("draft"), ds);
+  return t.dir.file("draft");
+}
+
 std::vector<int> tokenize(httplib::Client& c, const std::string& text, bool special = true) {
   const json t = post(c, "/tokenize", {{"prompt", text}, {"add_special_tokens", special}});
   return t["tokens"].get<std::vector<int>>();
@@ -275,11 +284,8 @@ TEST(ServerApi, EveryOpenAiFieldIsHonouredOrRefusedByName) {
 // answer of a server without the draft; two constraints at once are refused.
 TEST(ServerApi, StructuredOutputsInEverySpellingUnderSpeculation) {
   Target t;
-  test::DraftSpec ds;
-  ds.vocab = ds.draft_vocab = 259;
-  ds.scale = 0.3f;
-  test::write_draft(t.dir.file("draft"), ds);
-  test::ServerProcess spec("-m " + t.path + " --draft " + t.dir.file("draft") + " -k 3");
+  const std::string draft = random_draft(t);
+  test::ServerProcess spec("-m " + t.path + " --draft " + draft + " -k 3");
   test::ServerProcess plain("-m " + t.path);
   ASSERT_TRUE(spec.ready() && plain.ready());
   httplib::Client cs(spec.url()), cp(plain.url());
@@ -329,7 +335,7 @@ TEST(ServerApi, StructuredOutputsInEverySpellingUnderSpeculation) {
   // The draft is held to the grammar: verification never meets a token it refuses. Without that
   // (--no-constrain-draft) it does, and the answers stay the same.
   EXPECT_EQ(test::metric(m->body, "eaglet:structured_output_refused_draft_tokens_total"), 0);
-  test::ServerProcess loose("-m " + t.path + " --draft " + t.dir.file("draft") + " -k 3 --no-constrain-draft");
+  test::ServerProcess loose("-m " + t.path + " --draft " + draft + " -k 3 --no-constrain-draft");
   ASSERT_TRUE(loose.ready());
   httplib::Client cl(loose.url());
   for (const auto& [k, v] : asks) {
@@ -356,11 +362,8 @@ TEST(ServerApi, GeneratedSchemasValidateWithAnIndependentValidator) {
   if (test::run_command("/usr/bin/python3 -c 'import jsonschema' 2>&1").exit_code != 0)
     GTEST_SKIP() << "needs python3-jsonschema (apt; scripts/install-deps.sh installs it)";
   Target t;
-  test::DraftSpec ds;
-  ds.vocab = ds.draft_vocab = 259;
-  ds.scale = 0.3f;
-  test::write_draft(t.dir.file("draft"), ds);
-  test::ServerProcess spec("-m " + t.path + " --draft " + t.dir.file("draft") + " --max-num-seqs 4");
+  const std::string draft = random_draft(t);
+  test::ServerProcess spec("-m " + t.path + " --draft " + draft + " --max-num-seqs 4");
   test::ServerProcess plain("-m " + t.path + " --max-num-seqs 4");
   ASSERT_TRUE(spec.ready() && plain.ready());
   const auto r = test::run_command("/usr/bin/python3 " + test::source_dir() + "/tests/structured/schema_fuzz.py " +
