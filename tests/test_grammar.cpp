@@ -99,7 +99,7 @@ TEST(Grammar, TokenMasksFollowTheMatcher) {
   const constrain::TokenTrie trie(tok);
   Matcher m(Grammar::parse(R"G(root ::= [0-9]+ "." [0-9])G"));
   std::vector<uint8_t> ok;
-  trie.allowed(m, &ok);
+  ok = *trie.allowed(m);
   auto allowed_text = [&] {
     std::string s;
     for (int id = 0; id < trie.vocab(); ++id)
@@ -108,10 +108,10 @@ TEST(Grammar, TokenMasksFollowTheMatcher) {
   };
   EXPECT_EQ(allowed_text(), "0123456789");
   ASSERT_TRUE(m.accept("12"));
-  trie.allowed(m, &ok);
+  ok = *trie.allowed(m);
   EXPECT_EQ(allowed_text(), ".0123456789");  // in id order
   ASSERT_TRUE(m.accept(".5"));
-  trie.allowed(m, &ok);
+  ok = *trie.allowed(m);
   EXPECT_EQ(allowed_text(), "<eos>");
   std::vector<float> logits(size_t(trie.vocab()) + 5, 1.0f);  // a model's padding rows too
   trie.mask(m, logits.data(), int(logits.size()));

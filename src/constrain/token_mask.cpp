@@ -76,7 +76,7 @@ void TokenTrie::visit(int node, int state, States& states, std::vector<uint8_t>*
   }
 }
 
-void TokenTrie::allowed(const Matcher& m, std::vector<uint8_t>* allowed) const {
+TokenTrie::Mask TokenTrie::allowed(const Matcher& m) const {
   const uint64_t gid = m.grammar().id();
   std::string key(reinterpret_cast<const char*>(&gid), sizeof gid);
   key += m.state_key();
@@ -84,31 +84,30 @@ void TokenTrie::allowed(const Matcher& m, std::vector<uint8_t>* allowed) const {
     std::lock_guard<std::mutex> lk(mu_);
     if (auto it = cache_.find(key); it != cache_.end()) {
       lru_.splice(lru_.begin(), lru_, it->second);
-      *allowed = it->second->second;
-      return;
+      return it->second->second;
     }
   }
-  allowed->assign(bytes_.size(), 0);
+  auto mask = std::make_shared<std::vector<uint8_t>>(bytes_.size(), 0);
   States states(m);
-  visit(0, 0, states, allowed);
+  visit(0, 0, states, mask.get());
   if (m.complete())
     for (size_t id = 0; id < eos_.size(); ++id)
-      if (eos_[id]) (*allowed)[id] = 1;
+      if (eos_[id]) (*mask)[id] = 1;
   std::lock_guard<std::mutex> lk(mu_);
-  if (cache_.count(key)) return;  // another thread computed it meanwhile
-  lru_.emplace_front(key, *allowed);
+  if (auto it = cache_.find(key); it != cache_.end()) return it->second->second;  // another thread was first
+  lru_.emplace_front(key, mask);
   cache_[key] = lru_.begin();
   while (lru_.size() * (bytes_.size() + 64) > kCacheBytes && lru_.size() > 1) {
     cache_.erase(lru_.back().first);
     lru_.pop_back();
   }
+  return mask;
 }
 
 void TokenTrie::mask(const Matcher& m, float* logits, int n) const {
-  std::vector<uint8_t> ok;
-  allowed(m, &ok);
+  const Mask ok = allowed(m);
   for (size_t id = 0; id < size_t(n); ++id)
-    if (id >= ok.size() || !ok[id]) logits[id] = -std::numeric_limits<float>::infinity();
+    if (id >= ok->size() || !(*ok)[id]) logits[id] = -std::numeric_limits<float>::infinity();
 }
 
 }  // namespace eaglet::constrain

@@ -2,14 +2,16 @@
 // matcher walks it depth first from its current state, and a subtree is dropped as soon as its
 // prefix is refused, so tokens that share a refused prefix cost one check (llama.cpp rejects
 // candidates the same way, one code point at a time); the matcher states met on the way are
-// numbered and their byte transitions tabulated, so a byte costs a lookup once seen. End-of-sequence tokens are allowed exactly
-// where the text so far is a whole sentence of the grammar. Masks are cached by grammar and
-// matcher state (xgrammar's adaptive cache, in its simplest form): inside a JSON string every
-// character leaves the same state, so the costly walk over a vocabulary that allows nearly
-// everything runs once per state, not once per token.
+// numbered and their byte transitions tabulated, so a byte costs a lookup once seen.
+// End-of-sequence tokens are allowed exactly where the text so far is a whole sentence of the
+// grammar. Masks are cached by grammar and matcher state (xgrammar's adaptive cache, in its
+// simplest form) and handed out shared, not copied: inside a JSON string every character leaves
+// the same state, so the costly walk over a vocabulary that allows nearly everything runs once
+// per state, not once per token.
 #pragma once
 #include <cstdint>
 #include <list>
+#include <memory>
 #include <mutex>
 #include <unordered_map>
 #include <string>
@@ -30,8 +32,9 @@ class TokenTrie {
   int vocab() const { return int(bytes_.size()); }
   const std::string& bytes(int id) const { return bytes_[size_t(id)]; }
   bool is_eos(int id) const { return eos_[size_t(id)] != 0; }
-  // allowed[id] = 1 for each token `m` allows next (resized to vocab()).
-  void allowed(const Matcher& m, std::vector<uint8_t>* allowed) const;
+  // [vocab()]: 1 for each token `m` allows next (the cached mask itself: read-only, shared).
+  using Mask = std::shared_ptr<const std::vector<uint8_t>>;
+  Mask allowed(const Matcher& m) const;
   // Sets the logits [n] of every token `m` does not allow to -infinity (ids from vocab() on,
   // a model's padding rows, included).
   void mask(const Matcher& m, float* logits, int n) const;
@@ -47,7 +50,7 @@ class TokenTrie {
   // (grammar id, state key) -> mask; least recently used dropped beyond kCacheBytes.
   static constexpr size_t kCacheBytes = size_t(64) << 20;
   mutable std::mutex mu_;
-  mutable std::list<std::pair<std::string, std::vector<uint8_t>>> lru_;
+  mutable std::list<std::pair<std::string, Mask>> lru_;
   mutable std::unordered_map<std::string, decltype(lru_)::iterator> cache_;
   std::vector<std::string> bytes_;
   std::vector<uint8_t> eos_;

@@ -59,13 +59,12 @@ std::vector<Eagle3Proposer::Candidate> Eagle3Proposer::top_candidates(const floa
 std::vector<Eagle3Proposer::Candidate> Eagle3Proposer::top_allowed(const float* logits, int k, const constrain::Matcher& at,
                                                                     const constrain::TokenTrie& vocabulary) const {
   const int Vd = draft_.config().draft_vocab;
-  std::vector<uint8_t> ok;
-  vocabulary.allowed(at, &ok);
+  const constrain::TokenTrie::Mask ok = vocabulary.allowed(at);
   std::vector<float> masked(logits, logits + Vd);
   int allowed = 0;
   for (int i = 0; i < Vd; ++i) {
     const int t = draft_.to_target_id(i);
-    if (t < int(ok.size()) && ok[size_t(t)]) ++allowed;
+    if (t < int(ok->size()) && (*ok)[size_t(t)]) ++allowed;
     else masked[size_t(i)] = -std::numeric_limits<float>::infinity();
   }
   if (allowed == 0) return {};

@@ -214,8 +214,21 @@ DFlashModuleOptions dflash_module_options(const TrainConfig& c, const ModelConfi
   if (!t.rope_scaling_config.is_null()) j["rope_scaling"] = t.rope_scaling_config;
   j["dflash_config"] = {{"mask_token_id", d.mask_token_id >= 0 ? d.mask_token_id : 0}};
   if (!d.target_layer_ids.empty()) j["dflash_config"]["target_layer_ids"] = d.target_layer_ids;
+  // Sliding-window and causal layers: a published config's keys as they stand (the parser below
+  // resolves them in vLLM's order, as it does for drafts it loads), then the recipe's own.
+  if (c.draft.dflash() && !c.draft_config.empty()) {
+    const auto src = nlohmann::json::parse(read_text_file(c.draft_config), nullptr, false);
+    for (const char* k : {"layer_types", "sliding_window", "is_causal"})
+      if (src.is_object() && src.contains(k)) j[k] = src[k];
+    const nlohmann::json& dc = src.is_object() && src.contains("dflash_config") ? src["dflash_config"] : nlohmann::json();
+    for (const char* k : {"use_swa", "swa_window_size", "causal"})
+      if (dc.is_object() && dc.contains(k)) j["dflash_config"][k] = dc[k];
+  }
   if (!d.layer_types.empty()) j["layer_types"] = d.layer_types;
-  if (d.sliding_window > 0) j["sliding_window"] = d.sliding_window;
+  if (d.sliding_window > 0) {
+    j["sliding_window"] = d.sliding_window;
+    j["dflash_config"].erase("swa_window_size");  // (which the parser would read first)
+  }
   if (d.causal != "auto") j["is_causal"] = d.causal == "true";
   // The parser that loads published drafts checks the recipe too (layer ids, sizes, the block).
   const JsonConfig cfg(j, "config: model.draft (dflash)");

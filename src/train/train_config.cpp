@@ -210,29 +210,8 @@ void apply_dflash_draft_config(TrainConfig& c, const nlohmann::json& j) {
     EAGLET_CHECK(o[key].is_number_integer(), "{}: '{}' must be an integer", c.draft_config, key);
     *dst = o[key].get<int>();
   };
-  // Sliding-window and causal layers as the config names them (keys set in model.draft win); the
-  // parser that loads published drafts resolves them (dflash_module_options).
-  if (c.draft.layer_types.empty()) {
-    if (j.contains("layer_types")) {
-      EAGLET_CHECK(j["layer_types"].is_array(), "{}: layer_types must be a list", c.draft_config);
-      for (const auto& t : j["layer_types"]) {
-        EAGLET_CHECK(t.is_string(), "{}: layer_types must list strings", c.draft_config);
-        c.draft.layer_types.push_back(t.get<std::string>());
-      }
-    } else if (d.value("use_swa", false) == true) {
-      c.draft.layer_types.assign(size_t(j.value("num_hidden_layers", c.draft.num_layers)), "sliding_attention");
-    }
-  }
-  if (c.draft.sliding_window == 0) {
-    integer(j, "sliding_window", &c.draft.sliding_window);
-    integer(d, "swa_window_size", &c.draft.sliding_window);
-  }
-  if (c.draft.causal == "auto")
-    for (const auto& [o, key] : {std::pair{&d, "causal"}, std::pair{&j, "is_causal"}})  // is_causal wins, as in vLLM
-      if (o->contains(key) && !(*o)[key].is_null()) {
-        EAGLET_CHECK((*o)[key].is_boolean(), "{}: '{}' must be true or false", c.draft_config, key);
-        c.draft.causal = (*o)[key].get<bool>() ? "true" : "false";
-      }
+  // Its sliding-window and causal keys are read where the draft's shape is resolved
+  // (dflash_module_options), by the parser that loads published drafts.
   integer(j, "num_hidden_layers", &c.draft.num_layers);
   integer(d, "block_size", &c.draft.block_size);
   integer(j, "block_size", &c.draft.block_size);

@@ -26,9 +26,10 @@ struct DraftShape {
   int block_size = 16;
   int mask_token_id = -1;
   std::vector<int> target_layer_ids;
-  // DFlash attention, resolved as a published config.json's (parse_dflash_config, vLLM's order):
-  // per layer full_attention or sliding_attention (empty: all full), the sliding window, and
-  // whether layers are causal ("true", "false", or "auto": exactly the sliding ones).
+  // DFlash attention, resolved as a published config.json's (parse_dflash_config, vLLM's order;
+  // over draft_model_config's own keys): per layer full_attention or sliding_attention (empty:
+  // as the config says, else all full), the sliding window, and whether layers are causal
+  // ("true", "false", or "auto": as the config says, else exactly the sliding ones).
   std::vector<std::string> layer_types;
   int sliding_window = 0;
   std::string causal = "auto";
