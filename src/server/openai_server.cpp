@@ -3,6 +3,7 @@
 #include <spdlog/spdlog.h>
 #include <malloc.h>
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <cmath>
@@ -16,6 +17,7 @@
 #include "core/version.h"
 #include "io/json_config.h"
 #include "server/openai_protocol.h"
+#include "server/structured_output.h"
 #include "tokenizer/chat_template.h"
 
 namespace eaglet {
@@ -462,8 +464,11 @@ void OpenAiServer::Impl::generate(const http::Request& hreq, const std::shared_p
     if (!authorized(hreq)) throw unauthorized();
     if (draining) throw ApiError{503, "the server is shutting down", "server_error", ""};
     const json body = parse_body(hreq.body);
-    const auto ordered = nlohmann::ordered_json::parse(hreq.body, nullptr, false);  // a schema's property order
-    ApiRequest r = parse_request(body, chat, opts.sampling_defaults, ordered.is_discarded() ? nullptr : &ordered);
+    // A schema's property order: the body read again, keeping key order, when it asks for structure.
+    const bool structured = body.is_object() && std::any_of(structured_output_fields().begin(), structured_output_fields().end(),
+                                                            [&](const std::string& k) { return body.contains(k); });
+    const auto ordered = structured ? nlohmann::ordered_json::parse(hreq.body, nullptr, false) : nlohmann::ordered_json();
+    ApiRequest r = parse_request(body, chat, opts.sampling_defaults, structured && !ordered.is_discarded() ? &ordered : nullptr);
     if (r.sampling.grammar) r.sampling.vocabulary = vocabulary();
     const std::string no_train = hreq.header("X-Eaglet-No-Train");
     r.no_train = !no_train.empty() && no_train != "0" && no_train != "false";
