@@ -5,7 +5,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/build.sh
 # The OpenAI Node SDK drives the server tests (skipped without it).
-if command -v npm >/dev/null 2>&1 && [ ! -d tests/node/node_modules/openai ]; then
+if command -v npm >/dev/null 2>&1 && { [ ! -d tests/node/node_modules/openai ] || [ ! -d tests/node/node_modules/zod ]; }; then
   (cd tests/node && npm install --no-audit --no-fund --loglevel=error) || echo "npm install failed: the Node SDK test will skip"
 fi
 cd build

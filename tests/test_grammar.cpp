@@ -27,6 +27,21 @@ bool matches(const std::string& gbnf, const std::string& text) {
   return m.accept(text) && m.complete();
 }
 
+// Overlong forms and surrogates are not UTF-8, whole or split (a whole one in a single token
+// passed: a maxLength-5 string came out as 7 characters to Python's validator).
+TEST(Grammar, OverlongFormsAndSurrogatesAreRefused) {
+  for (const char* bad : {"\xED\xA0\x80", "\xE0\x80\x80", "\xF0\x80\x80\x80", "\xF4\x90\x80\x80"}) {
+    Matcher whole(Grammar::parse("root ::= [^a]"));
+    EXPECT_FALSE(whole.accept(bad)) << int(static_cast<unsigned char>(bad[1]));
+    Matcher split(Grammar::parse("root ::= [^a]"));
+    bool ok = true;
+    for (const char* c = bad; *c && ok; ++c) ok = split.accept(std::string(1, *c));
+    EXPECT_FALSE(ok && split.complete()) << int(static_cast<unsigned char>(bad[1]));
+  }
+  EXPECT_TRUE(matches("root ::= [^a]", "\xED\x9F\xBF"));  // U+D7FF, just below the surrogates
+  EXPECT_TRUE(matches("root ::= [^a]", "\xF4\x8F\xBF\xBF"));  // U+10FFFF
+}
+
 TEST(Grammar, LiteralsClassesGroupsAndRepetitions) {
   const std::string g = R"G(
     # a comment

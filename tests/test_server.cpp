@@ -257,7 +257,7 @@ TEST_F(ServerTest, OfficialOpenAiNodeSdk) {
   test::TempDir d;
   const std::string model = chat_model_dir(d);
   test::ServerProcess s("-m " + model + " --served-model-name stories --draft " + random_draft(d) +
-                        " -k 3 --max-num-seqs 16 --api-key node-key");
+                        " -k 3 --max-num-seqs 16 --api-key node-key --enable-auto-tool-choice --tool-call-parser hermes");
   ASSERT_TRUE(s.ready()) << read_text_file(s.log_path());
   auto r = test::run_command("cd " + node_dir + " && OPENAI_BASE_URL=" + s.url() + "/v1 OPENAI_API_KEY=node-key EAGLET=" +
                              test::eaglet_binary() + " MODEL_DIR=" + model + " node openai_sdk_test.mjs 2>&1");

@@ -245,12 +245,11 @@ TEST(ServerApi, EveryOpenAiFieldIsHonouredOrRefusedByName) {
   const std::vector<std::pair<std::string, json>> chat_only = {
       {"logprobs", true}, {"top_logprobs", 2}, {"max_completion_tokens", 3}, {"response_format", {{"type", "json_object"}}},
       {"response_format", {{"type", "json_schema"}, {"json_schema", {{"name", "x"}, {"schema", json::object()}}}}},
-      {"response_format", {{"type", "text"}}}, {"tools", {{{"type", "function"}, {"function", {{"name", "f"}}}}}},
-      {"tool_choice", "auto"}, {"parallel_tool_calls", true}, {"functions", {{{"name", "f"}}}}, {"function_call", "auto"},
+      {"response_format", {{"type", "text"}}}, {"tool_choice", "none"}, {"parallel_tool_calls", true}, {"functions", {{{"name", "f"}}}}, {"function_call", "auto"},
       {"modalities", {"text", "audio"}}, {"audio", {{"voice", "alloy"}, {"format", "wav"}}}, {"prediction", {{"type", "content"}, {"content", "x"}}},
       {"reasoning_effort", "low"}, {"web_search_options", json::object()}, {"chat_template_kwargs", {{"enable_thinking", false}}},
       {"verbosity", "low"}, {"prompt_cache_key", "k"}, {"safety_identifier", "s"}};
-  const std::set<std::string> refused = {"definitely_not_a_field", "best_of", "suffix", "prompt_logprobs", "tools", "tool_choice", "functions", "function_call",
+  const std::set<std::string> refused = {"definitely_not_a_field", "best_of", "suffix", "prompt_logprobs", "functions", "function_call",
                                          "modalities", "audio", "prediction", "reasoning_effort", "web_search_options",
                                          "verbosity", "prompt_cache_key", "safety_identifier"};
   auto check = [&](bool chat, const std::string& k, const json& v) {

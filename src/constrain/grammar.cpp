@@ -25,7 +25,8 @@ bool Grammar::Element::matches(uint32_t cp) const {
 // referenced); repetitions and groups become generated rules named after their parent.
 class GrammarParser {
  public:
-  GrammarParser(const std::string& text, std::string where) : s_(text), where_(std::move(where)) {}
+  GrammarParser(const std::string& text, std::string where, std::string start)
+      : s_(text), where_(std::move(where)), start_(std::move(start)) {}
 
   std::shared_ptr<const Grammar> run() {
     auto g = std::make_shared<Grammar>();
@@ -44,8 +45,8 @@ class GrammarParser {
     }
     for (size_t r = 0; r < g_->rules_.size(); ++r)
       if (!defined_[r]) error(first_use_[r], "rule '" + g_->rules_[r].name + "' is used but not defined");
-    const auto root = ids_.find("root");
-    if (root == ids_.end()) fail("{}: no 'root' rule (the start of the grammar)", where_);
+    const auto root = ids_.find(start_);
+    if (root == ids_.end()) fail("{}: no '{}' rule (the start of the grammar)", where_, start_);
     g_->root_ = root->second;
     check_left_recursion();
     return g;
@@ -333,7 +334,7 @@ class GrammarParser {
   static constexpr size_t kMaxRules = 1000000, kMaxElements = 4000000;
   size_t elements_ = 0;
   const std::string& s_;
-  std::string where_;
+  std::string where_, start_;
   size_t i_ = 0;
   Grammar* g_ = nullptr;
   std::map<std::string, int> ids_;
@@ -342,9 +343,9 @@ class GrammarParser {
   int generated_ = 0;
 };
 
-std::shared_ptr<const Grammar> Grammar::parse(const std::string& text, const std::string& where) {
+std::shared_ptr<const Grammar> Grammar::parse(const std::string& text, const std::string& where, const std::string& start) {
   static std::atomic<uint64_t> next_id{1};
-  auto g = std::const_pointer_cast<Grammar>(GrammarParser(text, where).run());
+  auto g = std::const_pointer_cast<Grammar>(GrammarParser(text, where, start).run());
   g->id_ = next_id++;
   return g;
 }
@@ -410,6 +411,9 @@ bool Matcher::step_code_point(uint32_t cp) {
 namespace {
 // The length of the UTF-8 sequence a lead byte starts (0: not a lead byte).
 int utf8_length(unsigned char c) { return c < 0x80 ? 1 : c < 0xC2 ? 0 : c < 0xE0 ? 2 : c < 0xF0 ? 3 : c < 0xF5 ? 4 : 0; }
+// The least code point a sequence of `len` bytes may hold (fewer bytes would do: overlong).
+uint32_t utf8_least(int len) { return len == 2 ? 0x80 : len == 3 ? 0x800 : 0x10000; }
+bool surrogate(uint32_t cp) { return cp >= 0xD800 && cp <= 0xDFFF; }
 }  // namespace
 
 // The code points an incomplete sequence can still become form one range [lo, hi]; some stack must
@@ -419,11 +423,10 @@ bool Matcher::partial_viable() const {
   const int missing = len - int(pending_.size());
   uint32_t v = static_cast<unsigned char>(pending_[0]) & (len == 2 ? 0x1F : len == 3 ? 0x0F : 0x07);
   for (size_t k = 1; k < pending_.size(); ++k) v = (v << 6) | (static_cast<unsigned char>(pending_[k]) & 0x3F);
-  // Overlong forms are not UTF-8: a sequence of `len` bytes holds at least these code points.
-  const uint32_t least = len == 2 ? 0x80 : len == 3 ? 0x800 : 0x10000;
-  const uint32_t lo = std::max(least, v << (6 * missing));
+  // Overlong forms and surrogates are not UTF-8.
+  const uint32_t lo = std::max(utf8_least(len), v << (6 * missing));
   const uint32_t hi = std::min<uint32_t>(0x10FFFF, (v << (6 * missing)) | ((1u << (6 * missing)) - 1));
-  if (lo > hi) return false;
+  if (lo > hi || (surrogate(lo) && surrogate(hi))) return false;
   for (const Stack& s : stacks_) {
     if (s.empty()) continue;
     const Pos p = s.back();
@@ -467,7 +470,8 @@ bool Matcher::accept(std::string_view bytes) {
     uint32_t cp = static_cast<unsigned char>(m.pending_[0]) & (len == 2 ? 0x1F : len == 3 ? 0x0F : 0x07);
     for (size_t k = 1; k < m.pending_.size(); ++k) cp = (cp << 6) | (static_cast<unsigned char>(m.pending_[k]) & 0x3F);
     m.pending_.clear();
-    if (!m.step_code_point(cp)) return false;
+    // A whole sequence in one piece never went through partial_viable's checks.
+    if (cp < utf8_least(len) || cp > 0x10FFFF || surrogate(cp) || !m.step_code_point(cp)) return false;
   }
   if (!m.pending_.empty() && !m.partial_viable()) return false;
   *this = std::move(m);

@@ -35,8 +35,10 @@ class Grammar {
   };
 
   // Parses GBNF `text`; an error names `where`, the line and column, and what is wrong (an
-  // undefined rule, no `root`, left recursion, bad syntax).
-  static std::shared_ptr<const Grammar> parse(const std::string& text, const std::string& where = "grammar");
+  // undefined rule, no `root`, left recursion, bad syntax). `start`: the start rule (a grammar
+  // that wraps another, e.g. after the reasoning, starts at its own rule and refers to `root`).
+  static std::shared_ptr<const Grammar> parse(const std::string& text, const std::string& where = "grammar",
+                                              const std::string& start = "root");
 
   const std::vector<Rule>& rules() const { return rules_; }
   int root() const { return root_; }

@@ -52,7 +52,7 @@ struct Prim {
   std::vector<const char*> uses;
 };
 const std::map<std::string, Prim> kPrims = {
-    {"ws", {"[ \\t\\n]{0,20}", {}}},
+    {"ws", {"( \" \" | \"\\n\" [ \\t]{0,20} )?", {}}},
     {"value",
      {"object | array | string | number | boolean | null", {"object", "array", "string", "number", "boolean", "null"}}},
     {"object",
@@ -639,7 +639,7 @@ class Converter {
     if (extra && !extra->is_boolean() && !extra->is_object())
       fail("{}: must be a schema (got {})", extra_path, brief(*extra));
     const bool extras =
-        extra ? !(extra->is_boolean() && !extra->get<bool>()) : !strict_ || (members.empty() && required.empty());
+        extra ? !(extra->is_boolean() && !extra->get<bool>()) : !strict_ || !(s.contains("properties") || s.contains("required"));
     const std::string extra_value = !extras ? "" : extra ? gen(*extra, extra_path) : prim("value");
     // Required names that no property declares are checked against additionalProperties.
     if (s.contains("required")) {

@@ -2,9 +2,9 @@
 // vLLM's guided_json / structured_outputs.json), any JSON object (response_format json_object),
 // any JSON value, and a choice among literal strings (vLLM's `choice`).
 //
-// The JSON grammars accept compact JSON or JSON with whitespace ([ \t\n], at most 20 characters
-// in one place, so a model cannot spin on whitespace forever) between tokens; the root value has
-// none before or after it. Strings in general take every JSON escape; a string under `pattern`
+// The JSON grammars accept compact JSON, or between tokens one space or a line break with up to
+// 20 spaces or tabs of indentation (llama.cpp's rule: pretty-printed JSON fits, and a weak model
+// cannot spend its tokens on blank lines); the root value has none before or after it. Strings in general take every JSON escape; a string under `pattern`
 // or `format`, enum and const values and property names take only the escapes a JSON writer
 // uses (\" \\ \/ \b \f \n \r \t, \u00XX for control characters).
 //
@@ -16,7 +16,7 @@
 //   left out), required, additionalProperties (false, true or a schema; other property names
 //   come after the declared ones). strict (the default, as vLLM's xgrammar does): an object
 //   schema that declares properties or required ones and says nothing of additionalProperties
-//   takes no others, and prefixItems without items take no more items; strict = false follows
+//   takes no others (`"properties": {}`, a tool without arguments, takes only {}), and prefixItems without items take no more items; strict = false follows
 //   JSON Schema (both allowed). An object schema that declares nothing takes any object.
 // - arrays: items, prefixItems (or draft 4's items list with additionalItems), minItems,
 //   maxItems, uniqueItems false;

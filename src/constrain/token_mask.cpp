@@ -7,31 +7,69 @@
 
 namespace eaglet::constrain {
 
-TokenTrie::TokenTrie(const Tokenizer& tok) : nodes_(1) {
+namespace {
+// The trie while it is built: children by byte, tokens per node.
+struct BuildNode {
+  std::vector<std::pair<uint8_t, int>> next;
+  std::vector<int> tokens;
+};
+}  // namespace
+
+TokenTrie::TokenTrie(const Tokenizer& tok) {
   const int V = tok.vocab_size();
   bytes_.resize(size_t(V));
   eos_.assign(size_t(V), 0);
   for (int id : tok.eos_ids())
     if (id >= 0 && id < V) eos_[size_t(id)] = 1;
+  std::vector<BuildNode> nodes(1);
   for (int id = 0; id < V; ++id) {
     if (eos_[size_t(id)] || tok.is_special(id)) continue;
     bytes_[size_t(id)] = tok.token_bytes(id);
-    if (bytes_[size_t(id)].empty()) continue;
+    if (bytes_[size_t(id)].empty() || bytes_[size_t(id)].size() > 0xFFFF) continue;
     int n = 0;
     for (char ch : bytes_[size_t(id)]) {
       const uint8_t b = static_cast<uint8_t>(ch);
       int child = -1;
-      for (const auto& [c, k] : nodes_[size_t(n)].next)
+      for (const auto& [c, k] : nodes[size_t(n)].next)
         if (c == b) child = k;
       if (child < 0) {
-        child = int(nodes_.size());
-        nodes_[size_t(n)].next.push_back({b, child});
-        nodes_.emplace_back();
+        child = int(nodes.size());
+        nodes[size_t(n)].next.push_back({b, child});
+        nodes.emplace_back();
       }
       n = child;
     }
-    nodes_[size_t(n)].tokens.push_back(id);
+    nodes[size_t(n)].tokens.push_back(id);
   }
+  // Flatten in depth-first order (iteratively: token texts can be long).
+  struct Frame {
+    int node;
+    size_t child;
+  };
+  std::vector<Frame> stack{{0, 0}};
+  auto enter = [&](int n, uint8_t b) {
+    byte_.push_back(b);
+    depth_.push_back(uint16_t(stack.size() - 1));
+    end_.push_back(0);
+    token_begin_.push_back(int(tokens_.size()));
+    tokens_.insert(tokens_.end(), nodes[size_t(n)].tokens.begin(), nodes[size_t(n)].tokens.end());
+  };
+  std::vector<int> order{0};  // flat index of each frame on the stack
+  enter(0, 0);
+  while (!stack.empty()) {
+    Frame& f = stack.back();
+    if (f.child == nodes[size_t(f.node)].next.size()) {
+      end_[size_t(order.back())] = int(byte_.size());
+      stack.pop_back();
+      order.pop_back();
+      continue;
+    }
+    const auto [b, child] = nodes[size_t(f.node)].next[f.child++];
+    stack.push_back({child, 0});
+    order.push_back(int(byte_.size()));
+    enter(child, b);
+  }
+  token_begin_.push_back(int(tokens_.size()));
 }
 
 // The matcher states one walk meets, numbered, with their byte transitions computed on first use:
@@ -67,12 +105,19 @@ class TokenTrie::States {
   std::unordered_map<std::string, int> ids_;
 };
 
-void TokenTrie::visit(int node, int state, States& states, std::vector<uint8_t>* allowed) const {
-  for (const auto& [b, child] : nodes_[size_t(node)].next) {
-    const int next = states.next(state, b);
-    if (next < 0) continue;
-    for (int id : nodes_[size_t(child)].tokens) (*allowed)[size_t(id)] = 1;
-    visit(child, next, states, allowed);
+void TokenTrie::walk(States& states, std::vector<uint8_t>* allowed) const {
+  std::vector<int> state(1, 0);  // the matcher state at each depth of the current path
+  for (size_t i = 1; i < byte_.size();) {
+    const size_t d = depth_[i];
+    const int next = states.next(state[d - 1], byte_[i]);
+    if (next < 0) {  // refused: so is every token below
+      i = size_t(end_[i]);
+      continue;
+    }
+    for (int k = token_begin_[i]; k < token_begin_[i + 1]; ++k) (*allowed)[size_t(tokens_[size_t(k)])] = 1;
+    if (state.size() <= d) state.resize(d + 1);
+    state[d] = next;
+    ++i;
   }
 }
 
@@ -89,7 +134,7 @@ TokenTrie::Mask TokenTrie::allowed(const Matcher& m) const {
   }
   auto mask = std::make_shared<std::vector<uint8_t>>(bytes_.size(), 0);
   States states(m);
-  visit(0, 0, states, mask.get());
+  walk(states, mask.get());
   if (m.complete())
     for (size_t id = 0; id < eos_.size(); ++id)
       if (eos_[id]) (*mask)[id] = 1;

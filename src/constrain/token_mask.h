@@ -1,8 +1,9 @@
-// Which tokens of a vocabulary a grammar allows next. The tokens' texts form a byte trie; the
-// matcher walks it depth first from its current state, and a subtree is dropped as soon as its
-// prefix is refused, so tokens that share a refused prefix cost one check (llama.cpp rejects
-// candidates the same way, one code point at a time); the matcher states met on the way are
-// numbered and their byte transitions tabulated, so a byte costs a lookup once seen.
+// Which tokens of a vocabulary a grammar allows next. The tokens' texts form a byte trie, stored
+// flat in depth-first order (a walk reads memory front to back); the matcher walks it from its
+// current state, and a subtree is skipped as soon as its prefix is refused, so tokens that share a
+// refused prefix cost one check (llama.cpp rejects candidates the same way, one code point at a
+// time); the matcher states met on the way are numbered and their byte transitions tabulated, so
+// a byte costs a lookup once seen.
 // End-of-sequence tokens are allowed exactly where the text so far is a whole sentence of the
 // grammar. Masks are cached by grammar and matcher state (xgrammar's adaptive cache, in its
 // simplest form) and handed out shared, not copied: inside a JSON string every character leaves
@@ -40,13 +41,14 @@ class TokenTrie {
   void mask(const Matcher& m, float* logits, int n) const;
 
  private:
-  struct Node {
-    std::vector<std::pair<uint8_t, int>> next;  // byte -> child node
-    std::vector<int> tokens;                    // tokens whose text ends here
-  };
   class States;
-  void visit(int node, int state, States& states, std::vector<uint8_t>* allowed) const;
-  std::vector<Node> nodes_;
+  void walk(States& states, std::vector<uint8_t>* allowed) const;
+  // Node i (depth-first order; 0 is the root, the empty text): the byte that leads to it, its
+  // depth, one past the last node of its subtree, and its tokens tokens_[token_begin_[i] ..
+  // token_begin_[i + 1]).
+  std::vector<uint8_t> byte_;
+  std::vector<uint16_t> depth_;
+  std::vector<int> end_, token_begin_, tokens_;
   // (grammar id, state key) -> mask; least recently used dropped beyond kCacheBytes.
   static constexpr size_t kCacheBytes = size_t(64) << 20;
   mutable std::mutex mu_;

@@ -93,12 +93,8 @@ void check_fields(const json& b, bool chat) {
       bad("suffix", "'suffix' (insertion) is not supported");
     return;
   }
-  if (const json* t = field(b, "tools"); t && !(t->is_array() && t->empty())) bad("tools", "tool calling is not supported");
-  if (const json* t = field(b, "tool_choice"); t && !(t->is_string() && t->get<std::string>() == "none"))
-    bad("tool_choice", "tool calling is not supported ('none' only)");
   if (const json* m = field(b, "modalities"); m && *m != json::array({"text"}))
     bad("modalities", "only the 'text' modality is supported");
-  if (const json* p = field(b, "parallel_tool_calls"); p && !p->is_boolean()) bad("parallel_tool_calls", "'parallel_tool_calls' must be a boolean");
 }
 
 ApiRequest::Prompt prompt_of(const json& p, const std::string& param) {
@@ -120,6 +116,26 @@ ApiRequest::Prompt prompt_of(const json& p, const std::string& param) {
 }  // namespace
 
 namespace {
+// What a message carries besides role and content, for the template: an assistant's tool_calls
+// (arguments parsed into objects) and reasoning, a tool message's tool_call_id, any name.
+nlohmann::ordered_json message_fields(const json& m, const std::string& role, const std::string& p) {
+  nlohmann::ordered_json f = nlohmann::ordered_json::object();
+  auto text = [&](const char* key) -> const json* {
+    const json* v = field(m, key);
+    if (v && !v->is_string()) bad(p + "." + key, fmt::format("{}.{} must be a string", p, key));
+    return v;
+  };
+  if (const json* n = text("name")) f["name"] = *n;
+  if (role == "assistant") {
+    if (const json* c = field(m, "tool_calls")) f["tool_calls"] = template_tool_calls(nlohmann::ordered_json(*c), p + ".tool_calls");
+    for (const char* key : {"reasoning_content", "reasoning"})
+      if (const json* v = text(key)) f["reasoning_content"] = *v;
+  }
+  if (role == "tool")
+    if (const json* id = text("tool_call_id")) f["tool_call_id"] = *id;
+  return f;
+}
+
 // /v1/chat/completions' own fields: the messages, and the chat form of max_tokens and logprobs.
 void parse_chat_fields(const json& b, ApiRequest& r) {
   const json* msgs = field(b, "messages");
@@ -132,7 +148,8 @@ void parse_chat_fields(const json& b, ApiRequest& r) {
     const std::string role = m["role"].get<std::string>();
     if (role != "system" && role != "user" && role != "assistant" && role != "developer" && role != "tool")
       bad(p + ".role", fmt::format("unknown role '{}'", role));
-    r.messages.push_back({role == "developer" ? "system" : role, content_text(m.value("content", json()), p + ".content")});
+    r.messages.push_back({role == "developer" ? "system" : role, content_text(m.value("content", json()), p + ".content"),
+                          message_fields(m, role, p)});
   }
   r.max_tokens = int(integer(b, "max_completion_tokens", 1, 1 << 30, integer(b, "max_tokens", 1, 1 << 30, -1)));
   if (boolean(b, "logprobs", false)) r.logprobs = int(integer(b, "top_logprobs", 0, 20, 0));
@@ -214,7 +231,7 @@ void parse_stop(const json& s, std::vector<std::string>& stop) {
 }
 }  // namespace
 
-ApiRequest parse_request(const json& b, bool chat, const SamplingDefaults& d, const nlohmann::ordered_json* ordered) {
+ApiRequest parse_request(const json& b, bool chat, const SamplingDefaults& d, const nlohmann::ordered_json* ordered, bool auto_tools) {
   if (!b.is_object()) bad("", "request body must be a JSON object");
   check_fields(b, chat);
   ApiRequest r;
@@ -235,7 +252,12 @@ ApiRequest parse_request(const json& b, bool chat, const SamplingDefaults& d, co
   }
   r.ignore_eos = boolean(b, "ignore_eos", false);
   if (field(b, "best_of") && integer(b, "best_of", 1, 16, 1) != r.n) bad("best_of", "'best_of' other than n is not supported");
-  r.sampling.grammar = structured_output(b, ordered);
+  r.structured = structured_output(b, ordered);
+  if (chat) r.tools = parse_tools(b, ordered, auto_tools);
+  using Choice = ToolRequest::Choice;
+  if (r.structured && (r.tools.choice == Choice::Required || r.tools.choice == Choice::Named))
+    bad(r.structured->param, fmt::format("'{}' and tool_choice {} both constrain the output; give one", r.structured->param,
+                                         r.tools.choice == Choice::Required ? "\"required\"" : "naming a function"));
   return r;
 }
 

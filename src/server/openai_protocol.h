@@ -7,6 +7,8 @@
 
 #include "engine/output_tracker.h"
 #include "sampling/sampler.h"
+#include "server/structured_output.h"
+#include "server/tools.h"
 #include "tokenizer/chat_template.h"
 
 namespace eaglet {
@@ -37,6 +39,8 @@ struct ApiRequest {
   int n = 1;
   bool stream = false, include_usage = false, ignore_eos = false, echo = false;
   int logprobs = -1;                    // -1 off; else number of alternatives
+  std::optional<GrammarAsk> structured; // the output's constraint (the server compiles it)
+  ToolRequest tools;                    // chat: tools, tool_choice, parallel_tool_calls
 };
 
 // Sampling defaults of requests that leave a field out: OpenAI's, or the model's
@@ -53,10 +57,11 @@ SamplingDefaults sampling_defaults_for(const std::string& mode, const std::strin
 // Throws ApiError. Every field of the OpenAI schema (and vLLM's extensions) is either honoured,
 // a documented no-op that cannot change the output (user, metadata, store, service_tier), or a 400
 // naming it; so is any other field.
-// Structured-output fields become r.sampling.grammar (server/structured_output.h); `ordered`: the
-// body with its key order, which a JSON schema's properties follow.
+// Structured-output fields become r.structured (server/structured_output.h), tool fields r.tools
+// (server/tools.h; `auto_tools`: the server parses tool calls, so tool_choice "auto" is served);
+// `ordered`: the body with its key order, which a JSON schema's properties and the tools follow.
 ApiRequest parse_request(const nlohmann::json& body, bool chat, const SamplingDefaults& defaults = {},
-                         const nlohmann::ordered_json* ordered = nullptr);
+                         const nlohmann::ordered_json* ordered = nullptr, bool auto_tools = false);
 nlohmann::json error_body(const ApiError& e);
 
 struct ChoiceDelta {

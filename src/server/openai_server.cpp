@@ -13,9 +13,11 @@
 #include <strings.h>
 #include <thread>
 
+#include "core/error.h"
 #include "core/splitmix.h"
 #include "core/version.h"
 #include "io/json_config.h"
+#include "server/chat_output.h"
 #include "server/openai_protocol.h"
 #include "server/structured_output.h"
 #include "tokenizer/chat_template.h"
@@ -84,6 +86,10 @@ struct OpenAiServer::Impl {
         }) {
     chat_template = opts.chat_template.empty() ? ChatTemplate::from_tokenizer_config(bundle.tokenizer.config())
                                                : std::make_unique<ChatTemplate>(opts.chat_template);
+    if (opts.enable_auto_tool_choice && opts.tool_call_parser.empty())
+      fail("--enable-auto-tool-choice needs --tool-call-parser (one of: {})", fmt::join(tool_call_parser_names(), ", "));
+    if (!opts.tool_call_parser.empty()) make_tool_call_parser(opts.tool_call_parser, ToolRequest{}, "");  // checks the name
+    if (!opts.reasoning_parser.empty()) reasoning = &reasoning_format(opts.reasoning_parser);
     size_t bytes = 0;
     const int V = bundle.model->config().vocab;
     for (int t = 0; t < V; ++t) bytes += bundle.tokenizer.token_bytes(t).size();
@@ -91,6 +97,25 @@ struct OpenAiServer::Impl {
     routes();
   }
   double mean_token_bytes = 0;  // over the vocabulary: what an unknown alternative takes in logprobs
+  const ReasoningFormat* reasoning = nullptr;  // --reasoning-parser
+
+  bool auto_tools() const { return opts.enable_auto_tool_choice && !opts.tool_call_parser.empty(); }
+
+  // The request's constraint (structured output or a forced tool choice) as the sampler's
+  // grammar, applied after the reasoning when the server parses reasoning.
+  void constrain(ApiRequest& r, ReasoningStart start) {
+    std::optional<GrammarAsk> ask = r.structured;
+    const auto choice = r.tools.choice;
+    if (choice == ToolRequest::Choice::Required || choice == ToolRequest::Choice::Named) ask = GrammarAsk{"tool_choice", forced_tool_gbnf(r.tools)};
+    if (!ask) return;
+    if (reasoning && start != ReasoningStart::Outside) {
+      static const std::string kStart = "eaglet-after-reasoning";
+      r.sampling.grammar = compile_grammar({ask->param, after_reasoning_gbnf(ask->gbnf, *reasoning, start, kStart)}, kStart);
+    } else {
+      r.sampling.grammar = compile_grammar(*ask);
+    }
+    r.sampling.vocabulary = vocabulary();
+  }
 
   // The tokenizer's vocabulary as a trie for grammar masks: built by the first constrained request.
   std::shared_ptr<const constrain::TokenTrie> vocabulary() {
@@ -153,7 +178,9 @@ struct OpenAiServer::Impl {
 
   // Token ids of one prompt (`p`; null for chat, whose messages go through the template),
   // refused before tokenizing when the text cannot fit the context.
-  std::vector<int> tokenize(const ApiRequest& r, const ApiRequest::Prompt* p, int max_len, const std::string& param) const {
+  // `rendered`: set to the chat template's output (chat).
+  std::vector<int> tokenize(const ApiRequest& r, const ApiRequest::Prompt* p, int max_len, const std::string& param,
+                            std::string* rendered_out = nullptr) const {
     const int V = bundle.model->config().vocab;
     auto too_long = [&](const std::string& n) {
       return ApiError{400, fmt::format("This model's maximum context length is {} tokens. However, your request has {} input tokens.",
@@ -174,7 +201,9 @@ struct OpenAiServer::Impl {
       } trim{work};
       try {
         const jinja::RenderLimits limits{opts.chat_template_timeout_s, &draining, &work};
-        rendered = chat_template->render(r.messages, r.add_generation_prompt, bundle.tokenizer, r.chat_template_kwargs, limits);
+        nlohmann::ordered_json vars = nlohmann::ordered_json(r.chat_template_kwargs);
+        if (r.tools.any()) vars["tools"] = r.tools.tools;
+        rendered = chat_template->render(r.messages, r.add_generation_prompt, bundle.tokenizer, vars, limits);
       } catch (const std::exception& e) {
         if (draining) throw ApiError{503, "the server is shutting down", "server_error", ""};
         throw ApiError{400, std::string("chat template failed: ") + e.what(), "invalid_request_error", "messages"};
@@ -194,6 +223,7 @@ struct OpenAiServer::Impl {
       if (ids.size() >= size_t(max_len)) throw too_long(fmt::format("at least {}", ids.size()));
     }
     if (ids.empty()) throw ApiError{400, "the prompt is empty", "invalid_request_error", param};
+    if (rendered_out) *rendered_out = std::move(rendered);
     return ids;
   }
 
@@ -218,11 +248,14 @@ namespace {
 class ApiCall : public std::enable_shared_from_this<ApiCall> {
  public:
   // `prompts`: one per prompt of the request; choice p * n + i is sequence i of prompt p.
-  ApiCall(OpenAiServer::Impl& s, ApiRequest r, std::vector<std::vector<int>> prompts, std::shared_ptr<http::Responder> out)
+  // `start`: where a chat output begins with respect to the reasoning (--reasoning-parser).
+  ApiCall(OpenAiServer::Impl& s, ApiRequest r, std::vector<std::vector<int>> prompts, std::shared_ptr<http::Responder> out,
+          ReasoningStart start)
       : srv_(s), r_(std::move(r)), prompts_(std::move(prompts)), choices_(int(prompts_.size()) * r_.n), out_(std::move(out)),
         id_(random_id(r_.chat ? "chatcmpl" : "cmpl")), created_(int64_t(std::time(nullptr))),
         acc_(size_t(choices_)), offsets_(size_t(choices_), 0) {
     for (auto& p : prompts_) prompt_tokens_ += int(p.size());
+    if (r_.chat) split_outputs(start);
     ++srv_.active_calls;
   }
   ~ApiCall() { --srv_.active_calls; }
@@ -371,7 +404,32 @@ class ApiCall : public std::enable_shared_from_this<ApiCall> {
   }
   static std::string sse(const json& j) { return "data: " + to_text(j) + "\n\n"; }
 
+  // Chat outputs with reasoning or tool calls to find: one splitter per choice.
+  void split_outputs(ReasoningStart start) {
+    using Choice = ToolRequest::Choice;
+    const Choice c = r_.tools.choice;
+    const bool forced = c == Choice::Required || c == Choice::Named;
+    if (!forced && c != Choice::Auto && !srv_.reasoning) return;
+    for (int i = 0; i < choices_; ++i) {
+      const std::string ids = random_id("chatcmpl-tool") + "-";
+      std::unique_ptr<ToolCallParser> tools;
+      if (forced) tools = make_forced_tool_call_parser(r_.tools, ids);
+      else if (c == Choice::Auto) tools = make_tool_call_parser(srv_.opts.tool_call_parser, r_.tools, ids);
+      outputs_.push_back(std::make_unique<ChatOutput>(srv_.reasoning, start, std::move(tools)));
+    }
+    messages_.resize(size_t(choices_));
+  }
+
+  // What an event settles in its choice's split output (the last event flushes what was held).
+  OutputDelta split(const Event& e) {
+    ChatOutput& o = *outputs_[size_t(e.index)];
+    OutputDelta d = o.feed(e.text);
+    if (!e.finish.empty()) d.append(o.finish());
+    return d;
+  }
+
   void stream(const Event& e) {
+    if (!outputs_.empty()) return stream_split(e);
     const ChoiceDelta d = delta_of(e);
     json lp;
     if (r_.logprobs >= 0 && !d.tokens.empty()) {
@@ -387,6 +445,19 @@ class ApiCall : public std::enable_shared_from_this<ApiCall> {
     out_->write(sse(c));
   }
 
+  void stream_split(const Event& e) {
+    const OutputDelta d = split(e);
+    const ChoiceDelta cd = delta_of(e);
+    const json lp = r_.logprobs >= 0 && !cd.tokens.empty() ? chat_logprobs_json(cd, token_texts(cd.tokens)) : json();
+    auto write = [&](json delta, json finish) {
+      json c = chunk(json::array({{{"index", e.index}, {"delta", std::move(delta)}, {"logprobs", lp}, {"finish_reason", finish}}}));
+      if (r_.include_usage) c["usage"] = nullptr;
+      out_->write(sse(c));
+    };
+    if (!d.empty() || !lp.is_null()) write(chat_delta_json(d), json());
+    if (!e.finish.empty()) write(json::object(), chat_finish_reason(e.finish, outputs_[size_t(e.index)]->tool_calls()));
+  }
+
   void collect(const Event& e) {
     auto& acc = acc_[size_t(e.index)];
     const ChoiceDelta d = delta_of(e);
@@ -396,6 +467,7 @@ class ApiCall : public std::enable_shared_from_this<ApiCall> {
     acc.logprobs.insert(acc.logprobs.end(), d.logprobs.begin(), d.logprobs.end());
     acc.top.insert(acc.top.end(), d.top.begin(), d.top.end());
     if (!e.finish.empty()) acc.finish_reason = e.finish;
+    if (!outputs_.empty()) messages_[size_t(e.index)].add(split(e));
   }
 
   void finish() {
@@ -415,7 +487,10 @@ class ApiCall : public std::enable_shared_from_this<ApiCall> {
       auto& c = acc_[size_t(i)];
       const auto tt = token_texts(c.tokens);
       const json lp = r_.logprobs < 0 ? json() : (r_.chat ? chat_logprobs_json(c, tt) : completion_logprobs_json(c, tt, 0));
-      if (r_.chat)
+      if (r_.chat && !outputs_.empty())
+        choices.push_back({{"index", i}, {"message", messages_[size_t(i)].message(srv_.reasoning != nullptr)}, {"logprobs", lp},
+                           {"finish_reason", chat_finish_reason(c.finish_reason, outputs_[size_t(i)]->tool_calls())}});
+      else if (r_.chat)
         choices.push_back({{"index", i}, {"message", {{"role", "assistant"}, {"content", c.text}}}, {"logprobs", lp},
                            {"finish_reason", c.finish_reason}});
       else
@@ -455,6 +530,8 @@ class ApiCall : public std::enable_shared_from_this<ApiCall> {
   std::vector<ChoiceDelta> acc_;   // non-streaming: each choice so far
   std::vector<size_t> offsets_;    // streaming: text offset of each choice (completion logprobs)
   std::vector<bool> echoed_ = std::vector<bool>(size_t(choices_), false);
+  std::vector<std::unique_ptr<ChatOutput>> outputs_;  // chat with reasoning or tool calls: per choice
+  std::vector<ChatMessageBuilder> messages_;          // the same, non-streaming: each choice's message
 };
 
 }  // namespace
@@ -464,12 +541,14 @@ void OpenAiServer::Impl::generate(const http::Request& hreq, const std::shared_p
     if (!authorized(hreq)) throw unauthorized();
     if (draining) throw ApiError{503, "the server is shutting down", "server_error", ""};
     const json body = parse_body(hreq.body);
-    // A schema's property order: the body read again, keeping key order, when it asks for structure.
-    const bool structured = body.is_object() && std::any_of(structured_output_fields().begin(), structured_output_fields().end(),
-                                                            [&](const std::string& k) { return body.contains(k); });
+    // A schema's property order and the tools' as sent: the body read again, keeping key order,
+    // when it asks for structure or gives tools.
+    const bool structured = body.is_object() && (body.contains("tools") ||
+                                                 std::any_of(structured_output_fields().begin(), structured_output_fields().end(),
+                                                             [&](const std::string& k) { return body.contains(k); }));
     const auto ordered = structured ? nlohmann::ordered_json::parse(hreq.body, nullptr, false) : nlohmann::ordered_json();
-    ApiRequest r = parse_request(body, chat, opts.sampling_defaults, structured && !ordered.is_discarded() ? &ordered : nullptr);
-    if (r.sampling.grammar) r.sampling.vocabulary = vocabulary();
+    ApiRequest r = parse_request(body, chat, opts.sampling_defaults, structured && !ordered.is_discarded() ? &ordered : nullptr,
+                                 auto_tools());
     const std::string no_train = hreq.header("X-Eaglet-No-Train");
     r.no_train = !no_train.empty() && no_train != "0" && no_train != "false";
     check_model(r);
@@ -482,7 +561,8 @@ void OpenAiServer::Impl::generate(const http::Request& hreq, const std::shared_p
         throw ApiError{400, fmt::format("logit_bias token id {} is outside the vocabulary [0, {})", id, bundle.model->config().vocab),
                        "invalid_request_error", "logit_bias"};
     std::vector<std::vector<int>> prompts;
-    if (chat) prompts.push_back(tokenize(r, nullptr, max_len, "messages"));
+    std::string rendered;
+    if (chat) prompts.push_back(tokenize(r, nullptr, max_len, "messages", &rendered));
     for (size_t i = 0; i < r.prompts.size(); ++i)
       prompts.push_back(tokenize(r, &r.prompts[i], max_len, r.prompts.size() > 1 ? fmt::format("prompt[{}]", i) : "prompt"));
     check_prompt_logprobs_size(r, prompts);
@@ -494,7 +574,9 @@ void OpenAiServer::Impl::generate(const http::Request& hreq, const std::shared_p
       throw ApiError{400, fmt::format("This model's maximum context length is {} tokens. However, you requested {} tokens "
                                       "({} in the input, {} in the completion).", max_len, int64_t(P) + max_tokens, P, max_tokens),
                      "invalid_request_error", chat ? "max_completion_tokens" : "max_tokens"};
-    auto call = std::make_shared<ApiCall>(*this, std::move(r), std::move(prompts), out);
+    const ReasoningStart start = reasoning && chat ? reasoning_start(*reasoning, rendered) : ReasoningStart::Outside;
+    constrain(r, start);
+    auto call = std::make_shared<ApiCall>(*this, std::move(r), std::move(prompts), out, start);
     call->start(max_tokens);
   } catch (const ApiError& e) {
     send_error(*out, e);
@@ -506,7 +588,7 @@ void OpenAiServer::Impl::generate(const http::Request& hreq, const std::shared_p
   }
 }
 
-// vLLM's /tokenize: {"prompt": text} or {"messages": [...]} (with add_generation_prompt) ->
+// vLLM's /tokenize: {"prompt": text} or {"messages": [...]} (with add_generation_prompt, tools) ->
 // {"tokens", "count", "max_model_len"}; add_special_tokens (default true) adds the BOS as
 // /v1/completions does.
 void OpenAiServer::Impl::tokenize_route(const http::Request& q, http::Responder& out) const {
@@ -516,7 +598,7 @@ void OpenAiServer::Impl::tokenize_route(const http::Request& q, http::Responder&
     if (!b.is_object()) throw ApiError{400, "request body must be a JSON object", "invalid_request_error", ""};
     for (auto& [k, v] : b.items())
       if (k != "model" && k != "prompt" && k != "messages" && k != "add_special_tokens" && k != "add_generation_prompt" &&
-          k != "chat_template_kwargs")
+          k != "chat_template_kwargs" && k != "tools")
         throw ApiError{400, fmt::format("'{}' is not supported by /tokenize", k), "invalid_request_error", k};
     const bool chat = b.contains("messages");
     if (chat == b.contains("prompt"))
@@ -526,7 +608,9 @@ void OpenAiServer::Impl::tokenize_route(const http::Request& q, http::Responder&
     json req = b;
     req.erase("add_special_tokens");
     if (!chat && !req["prompt"].is_string()) throw ApiError{400, "'prompt' must be a string", "invalid_request_error", "prompt"};
-    const ApiRequest r = parse_request(req, chat);
+    // Tools only shape the prompt here: any tool_choice will do.
+    const auto ordered = chat ? nlohmann::ordered_json::parse(q.body, nullptr, false) : nlohmann::ordered_json();
+    const ApiRequest r = parse_request(req, chat, {}, chat && !ordered.is_discarded() ? &ordered : nullptr, /*auto_tools=*/true);
     check_model(r);
     const int max_len = scheduler.options().max_model_len;
     std::vector<int> ids;

@@ -39,6 +39,11 @@ struct ServerOptions {
   // --chat-template: a template replacing the tokenizer's (file contents or the template itself).
   std::string chat_template;
   SamplingDefaults sampling_defaults;  // --generation-config
+  // --enable-auto-tool-choice with --tool-call-parser (server/tool_parser.h): tool_choice "auto"
+  // is served and calls are parsed out of the text. Forced tool choices work without them.
+  bool enable_auto_tool_choice = false;
+  std::string tool_call_parser;
+  std::string reasoning_parser;  // --reasoning-parser (server/reasoning.h); empty: none
   // POST /v1/draft/rollback (online training): rolls the draft back one version, answers its JSON.
   std::function<nlohmann::json()> rollback_draft;
 };

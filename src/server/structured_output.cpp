@@ -20,11 +20,6 @@ using ojson = nlohmann::ordered_json;
   throw ApiError{400, msg, "invalid_request_error", param};
 }
 
-// One requested constraint: GBNF text and the field that asked for it.
-struct Ask {
-  std::string param, gbnf;
-};
-
 // A schema given as an object, or (vLLM accepts both) as a string of JSON.
 ojson schema_value(const ojson& v, const std::string& param) {
   if (v.is_object() || v.is_boolean()) return v;
@@ -68,7 +63,7 @@ std::string grammar_text(const ojson& v, const std::string& param) {
   return v.get<std::string>();
 }
 
-void response_format(const ojson& rf, std::vector<Ask>* asks) {
+void response_format(const ojson& rf, std::vector<GrammarAsk>* asks) {
   if (!rf.is_object() || !rf.contains("type") || !rf["type"].is_string())
     refuse("response_format", "'response_format' must be an object with a string 'type'");
   const std::string type = rf["type"];
@@ -93,7 +88,7 @@ void response_format(const ojson& rf, std::vector<Ask>* asks) {
 }
 
 // vLLM's structured_outputs object (and the same keys as top-level guided_* fields).
-void vllm_field(const std::string& key, const ojson& v, const std::string& param, std::vector<Ask>* asks) {
+void vllm_field(const std::string& key, const ojson& v, const std::string& param, std::vector<GrammarAsk>* asks) {
   if (key == "json") asks->push_back({param, schema_gbnf(schema_value(v, param), true, param)});
   else if (key == "regex") asks->push_back({param, regex_gbnf(v, param)});
   else if (key == "choice") asks->push_back({param, choice(v, param)});
@@ -114,9 +109,9 @@ const std::set<std::string>& structured_output_fields() {
   return f;
 }
 
-std::shared_ptr<const constrain::Grammar> structured_output(const nlohmann::json& body, const ojson* ordered) {
+std::optional<GrammarAsk> structured_output(const nlohmann::json& body, const ojson* ordered) {
   const ojson b = ordered ? *ordered : ojson::parse(body.dump());
-  std::vector<Ask> asks;
+  std::vector<GrammarAsk> asks;
   if (b.contains("response_format")) response_format(b["response_format"], &asks);
   if (b.contains("structured_outputs")) {
     const ojson& so = b["structured_outputs"];
@@ -127,25 +122,30 @@ std::shared_ptr<const constrain::Grammar> structured_output(const nlohmann::json
     if (const std::string g = std::string("guided_") + k; b.contains(g)) vllm_field(k, b[g], g, &asks);
   if (b.contains("grammar")) asks.push_back({"grammar", grammar_text(b["grammar"], "grammar")});
   if (b.contains("json_schema")) asks.push_back({"json_schema", schema_gbnf(schema_value(b["json_schema"], "json_schema"), true, "json_schema")});
-  if (asks.empty()) return nullptr;
+  if (asks.empty()) return std::nullopt;
   if (asks.size() > 1)
     refuse(asks[1].param, fmt::format("'{}' and '{}' both constrain the output; give one", asks[0].param, asks[1].param));
-  // Requests asking for the same grammar share one (and so its cached token masks).
+  compile_grammar(asks[0]);  // a grammar that does not parse is refused with the request
+  return asks[0];
+}
+
+std::shared_ptr<const constrain::Grammar> compile_grammar(const GrammarAsk& ask, const std::string& start) {
   static std::mutex mu;
-  static std::map<std::string, std::shared_ptr<const constrain::Grammar>> compiled;
+  static std::map<std::pair<std::string, std::string>, std::shared_ptr<const constrain::Grammar>> compiled;
+  const auto key = std::make_pair(ask.gbnf, start);
   {
     std::lock_guard<std::mutex> lk(mu);
-    if (auto it = compiled.find(asks[0].gbnf); it != compiled.end()) return it->second;
+    if (auto it = compiled.find(key); it != compiled.end()) return it->second;
   }
   std::shared_ptr<const constrain::Grammar> g;
   try {
-    g = constrain::Grammar::parse(asks[0].gbnf, asks[0].param);
+    g = constrain::Grammar::parse(ask.gbnf, ask.param, start);
   } catch (const Error& e) {
-    refuse(asks[0].param, e.what());
+    refuse(ask.param, e.what());
   }
   std::lock_guard<std::mutex> lk(mu);
   if (compiled.size() >= 64) compiled.clear();
-  compiled.emplace(asks[0].gbnf, g);
+  compiled.emplace(key, g);
   return g;
 }
 

@@ -7,6 +7,7 @@
 #pragma once
 #include <memory>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <set>
 #include <string>
 
@@ -17,11 +18,19 @@ namespace eaglet {
 // The body's structured-output field names (the request parser lets them through).
 const std::set<std::string>& structured_output_fields();
 
-// The grammar the body asks for, null for none (or response_format text). `ordered`: the same
-// body keeping its objects' key order, so a schema's properties are generated in the order it
-// lists them (OpenAI's structured outputs keep that order); null: `body`'s (keys sorted). Throws
-// ApiError (openai_protocol.h).
-std::shared_ptr<const constrain::Grammar> structured_output(const nlohmann::json& body,
-                                                            const nlohmann::ordered_json* ordered = nullptr);
+// A constraint as GBNF and the request field that asked for it (errors name that field).
+struct GrammarAsk {
+  std::string param, gbnf;
+};
+
+// The constraint the body asks for, none for none (or response_format text). `ordered`: the
+// same body keeping its objects' key order, so a schema's properties are generated in the order
+// it lists them (OpenAI's structured outputs keep that order); null: `body`'s (keys sorted).
+// Throws ApiError (openai_protocol.h).
+std::optional<GrammarAsk> structured_output(const nlohmann::json& body, const nlohmann::ordered_json* ordered = nullptr);
+
+// The grammar of `ask`, starting at rule `start`; requests asking for the same one share it (and
+// so its cached token masks). Throws ApiError naming ask.param.
+std::shared_ptr<const constrain::Grammar> compile_grammar(const GrammarAsk& ask, const std::string& start = "root");
 
 }  // namespace eaglet

@@ -31,11 +31,15 @@ std::string ChatTemplate::render(const nlohmann::json& context, const jinja::Ren
 }
 
 std::string ChatTemplate::render(const std::vector<ChatMessage>& messages, bool add_generation_prompt, const Tokenizer& tok,
-                                 const nlohmann::json& extra, const jinja::RenderLimits& limits) const {
+                                 const nlohmann::ordered_json& extra, const jinja::RenderLimits& limits) const {
   // Ordered as a client sends them (role, then content): templates that print a message with
   // tojson or loop over its items() see Python's order.
   nlohmann::ordered_json msgs = nlohmann::ordered_json::array();
-  for (auto& m : messages) msgs.push_back({{"role", m.role}, {"content", m.content}});
+  for (auto& m : messages) {
+    nlohmann::ordered_json j = {{"role", m.role}, {"content", m.content}};
+    for (auto& [k, v] : m.fields.items()) j[k] = v;
+    msgs.push_back(std::move(j));
+  }
   auto text_of = [&](const char* key) -> std::string {
     const auto& c = tok.config();
     if (!c.contains(key)) return "";

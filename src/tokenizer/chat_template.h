@@ -17,6 +17,9 @@ class Tokenizer;
 
 struct ChatMessage {
   std::string role, content;
+  // Further keys of the message as the template sees them: an assistant's tool_calls and
+  // reasoning_content, a tool message's tool_call_id and name.
+  nlohmann::ordered_json fields = nlohmann::ordered_json::object();
 };
 
 class ChatTemplate {
@@ -27,10 +30,12 @@ class ChatTemplate {
   static std::unique_ptr<ChatTemplate> from_tokenizer_config(const nlohmann::json& config);
   // Renders with `messages`, `add_generation_prompt`, `bos_token`, `eos_token` and `extra` vars.
   std::string render(const nlohmann::json& context, const jinja::RenderLimits& limits = {}) const;
-  // `extra`: more variables (a request's chat_template_kwargs, e.g. Qwen3's enable_thinking).
+  // `extra`: more variables (a request's chat_template_kwargs, e.g. Qwen3's enable_thinking, and
+  // its `tools`; key order kept, as templates print them with tojson).
   // `limits`: a deadline and a cancel flag beyond the fixed size and work limits.
   std::string render(const std::vector<ChatMessage>& messages, bool add_generation_prompt, const Tokenizer& tok,
-                     const nlohmann::json& extra = nlohmann::json::object(), const jinja::RenderLimits& limits = {}) const;
+                     const nlohmann::ordered_json& extra = nlohmann::ordered_json::object(),
+                     const jinja::RenderLimits& limits = {}) const;
 
  private:
   struct Impl;

@@ -165,10 +165,11 @@ void write_tiny_model(const std::string& dir, const TinyModelSpec& s) {
   write_safetensors(dir + "/model.safetensors", rt.tensors());
 }
 
-void write_byte_vocab_target(const std::string& dir, bool chat_template) {
+void write_byte_vocab_target(const std::string& dir, bool chat_template, int max_position) {
   TinyModelSpec ts;
   ts.vocab = 259;  // <unk>, <s>, </s> and the 256 bytes
   ts.layers = 4;
+  ts.max_position = max_position;
   write_tiny_model(dir, ts);
   std::filesystem::copy_file(source_dir() + "/tests/data/bytes_tokenizer.json", dir + "/tokenizer.json",
                              std::filesystem::copy_options::overwrite_existing);

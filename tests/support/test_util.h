@@ -85,7 +85,8 @@ void write_tiny_model(const std::string& dir, const TinyModelSpec& spec);
 inline void PrintTo(const TinyModelSpec& s, std::ostream* os) { *os << s.architecture; }
 // A tiny 4-layer Llama over the built-in byte vocabulary (tokenizer.json included), optionally
 // with a chat template ("[role] content</s>" per message, "[assistant] " as generation prompt).
-void write_byte_vocab_target(const std::string& dir, bool chat_template = false);
+// `max_position`: its context (a published chat template with tools needs more than 512 bytes).
+void write_byte_vocab_target(const std::string& dir, bool chat_template = false, int max_position = 512);
 
 // The F32 Hugging Face checkpoint in `src` converted to BF16 (round to nearest even) in a new
 // folder `dst`, beside copies of its config and tokenizer files.
