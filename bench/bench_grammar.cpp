@@ -4,6 +4,8 @@
 //   ./build/bench/eaglet_bench_grammar [--benchmark_filter=...]
 #include <benchmark/benchmark.h>
 
+#include <algorithm>
+#include <chrono>
 #include <map>
 #include <memory>
 #include <stdexcept>
@@ -21,14 +23,21 @@ using namespace eaglet;
 
 const std::string kShared = "../shared/tokenizers/hf/";
 
-std::shared_ptr<const constrain::TokenTrie> trie(const std::string& name) {
-  static std::map<std::string, std::shared_ptr<const constrain::TokenTrie>> cache;
+const Tokenizer& tokenizer(const std::string& name) {
+  static std::map<std::string, std::unique_ptr<Tokenizer>> cache;
   auto& t = cache[name];
   if (!t) {
     const auto tj = nlohmann::json::parse(read_text_file(kShared + name + "_tokenizer.json.gz"));
     const auto cfg = nlohmann::json::parse(read_text_file(kShared + name + "_tokenizer_config.json"));
-    t = std::make_shared<const constrain::TokenTrie>(Tokenizer::from_json(tj, name, cfg));
+    t = std::make_unique<Tokenizer>(Tokenizer::from_json(tj, name, cfg));
   }
+  return *t;
+}
+
+std::shared_ptr<const constrain::TokenTrie> trie(const std::string& name) {
+  static std::map<std::string, std::shared_ptr<const constrain::TokenTrie>> cache;
+  auto& t = cache[name];
+  if (!t) t = std::make_shared<const constrain::TokenTrie>(tokenizer(name));
   return t;
 }
 
@@ -68,8 +77,52 @@ void mask(benchmark::State& st, const std::string& vocab, bool schema, const std
   st.counters["allowed"] = double(n);
 }
 
+// A whole document under a nested schema, token by token as a model would write it, from a grammar
+// the cache has never seen (each iteration parses it anew): the mask time of every token, its
+// median, 90th percentile and maximum (the cold walks), and the total per document.
+void document(benchmark::State& st, const std::string& vocab) {
+  if (!file_exists(kShared + vocab + "_tokenizer.json.gz")) {
+    st.SkipWithError("needs ../shared/tokenizers");
+    return;
+  }
+  const auto schema = nlohmann::ordered_json::parse(R"({"type": "object", "properties": {
+      "title": {"type": "string", "maxLength": 80},
+      "author": {"type": "object", "properties": {"name": {"type": "string"}, "born": {"type": "integer", "minimum": 1000, "maximum": 2100},
+                 "country": {"enum": ["UK", "US", "FR", "JP", "CN"]}}, "required": ["name", "born"]},
+      "chapters": {"type": "array", "minItems": 1, "items": {"type": "object", "properties": {
+          "title": {"type": "string"}, "pages": {"type": "integer", "minimum": 1},
+          "characters": {"type": "array", "items": {"type": "string", "maxLength": 30}}}, "required": ["title", "pages"]}},
+      "rating": {"type": "integer", "minimum": 1, "maximum": 5}, "tags": {"type": "array", "items": {"type": "string"}}},
+    "required": ["title", "author", "chapters"]})");
+  const std::string doc = R"({"title": "The Garden of Small Things", "author": {"name": "Ana Souza", "born": 1978, "country": "FR"}, )"
+                          R"("chapters": [{"title": "Seeds", "pages": 12, "characters": ["Lily", "Mr. Tom", "the old cat"]}, )"
+                          R"({"title": "Rain — 雨の日", "pages": 9, "characters": ["Lily", "Zoë"]}, {"title": "Harvest", "pages": 21}], )"
+                          R"("rating": 4, "tags": ["children", "nature", "friendship"]})";
+  const std::string gbnf = constrain::json_schema_to_gbnf(schema);
+  const auto t = trie(vocab);
+  const std::vector<int> ids = tokenizer(vocab).encode(doc, 0);
+  std::vector<double> per_token;
+  for (auto _ : st) {
+    constrain::Matcher m(constrain::Grammar::parse(gbnf));
+    for (int id : ids) {
+      const auto t0 = std::chrono::steady_clock::now();
+      benchmark::DoNotOptimize(t->allowed(m)->data());
+      per_token.push_back(std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count());
+      if (!m.accept(t->bytes(id))) throw std::runtime_error("the document leaves the schema at token " + std::to_string(id));
+    }
+  }
+  std::sort(per_token.begin(), per_token.end());
+  auto at = [&](double q) { return per_token[size_t(q * double(per_token.size() - 1))]; };
+  st.counters["tokens"] = double(ids.size());
+  st.counters["median_ms"] = at(0.5);
+  st.counters["p90_ms"] = at(0.9);
+  st.counters["max_ms"] = per_token.back();
+}
+
 }  // namespace
 
+BENCHMARK_CAPTURE(document, llama3_nested_schema, "llama3")->Unit(benchmark::kMillisecond);
+BENCHMARK_CAPTURE(document, qwen3_nested_schema, "qwen3")->Unit(benchmark::kMillisecond);
 BENCHMARK_CAPTURE(mask, llama3_object_start_cold, "llama3", false, "", true)->Unit(benchmark::kMillisecond);
 BENCHMARK_CAPTURE(mask, llama3_object_start_warm, "llama3", false, "", false)->Unit(benchmark::kMillisecond);
 BENCHMARK_CAPTURE(mask, llama3_object_in_string_cold, "llama3", false, "{\"story\": \"Once upon", true)->Unit(benchmark::kMillisecond);

@@ -3,13 +3,16 @@
 // the split points), and nothing else escapes.
 #include <cstdlib>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "fuzz_input.h"
 #include "server/chat_output.h"
 
 namespace {
 struct Out {
-  std::string reasoning, content, calls;
+  std::string reasoning, content;
+  std::vector<std::pair<std::string, std::string>> calls;  // name, arguments
   bool operator!=(const Out& o) const { return reasoning != o.reasoning || content != o.content || calls != o.calls; }
 };
 
@@ -18,7 +21,14 @@ Out run(eaglet::ChatOutput out, const std::string& text, size_t step) {
   auto take = [&](const eaglet::OutputDelta& d) {
     o.reasoning += d.reasoning;
     o.content += d.content;
-    for (const auto& c : d.calls) o.calls += std::to_string(c.index) + "|" + c.name + "|" + c.arguments + "\n";
+    for (const auto& c : d.calls) {
+      if (!c.name.empty()) {
+        if (c.index != int(o.calls.size())) std::abort();  // calls are numbered in order
+        o.calls.emplace_back(c.name, "");
+      }
+      if (c.index < 0 || c.index >= int(o.calls.size())) std::abort();  // arguments of a call that was named
+      o.calls[size_t(c.index)].second += c.arguments;
+    }
   };
   for (size_t i = 0; i < text.size(); i += step) take(out.feed(text.substr(i, step)));
   take(out.finish());

@@ -186,6 +186,25 @@ TEST(ToolParsers, ForcedOutputsOfRequiredAndNamedChoices) {
   EXPECT_EQ(args(named, 0), json({{"city", "Lima"}}));
 }
 
+// Whatever the text (other formats' calls, stray markers, reasoning around them), every parser
+// settles it the same whole as in pieces (fuzz/fuzz_tool_parser.cpp checks the same on any bytes).
+TEST(ToolParsers, EveryParserSettlesAnyTextAsItsPiecesDo) {
+  const ToolRequest t = weather_tools();
+  const std::vector<std::string> texts = {
+      "<think>plan</think>\n<tool_call>\n{\"name\": \"f\", \"arguments\": {\"a\": 1}}\n</tool_call>",
+      "<|python_tag|>{\"name\": \"f\", \"parameters\": {\"b\": [1]}}; {\"name\": \"g\", \"parameters\": {}}",
+      "x<minimax:tool_call>\n<invoke name=\"f\">\n<parameter name=\"a\">7</parameter>\n</invoke>\n</minimax:tool_call>",
+      "{\"name\": \"f\", \"parameters\": {}} trailing", "</think><tool_call>{\"name\": 1}</tool_call>", "<<tool_call>>"};
+  const ReasoningFormat* formats[] = {nullptr, &reasoning_format("qwen3"), &reasoning_format("deepseek_r1")};
+  for (const std::string& name : tool_call_parser_names())
+    for (const ReasoningFormat* f : formats)
+      for (ReasoningStart start : {ReasoningStart::Open, ReasoningStart::Inside})
+        for (const std::string& text : texts) {
+          SCOPED_TRACE(name + " " + (f ? f->name : "none") + " " + text);
+          parse_every_way(name, t, text, f, start);
+        }
+}
+
 TEST(ToolParsers, UnknownNamesAreRefused) {
   EXPECT_THROW(make_tool_call_parser("pythonic", ToolRequest{}, ""), Error);
   EXPECT_THROW(reasoning_format("granite"), Error);

@@ -231,6 +231,13 @@ BenchRun bench_run(int threads, ModelBundle& b, const BenchOptions& o, const std
   }
   run.baseline = bench_baseline(pool, b, o, prompts, run.verify.step.weight_gb);
   print_baseline(run, header);
+  if (o.sampling.grammar) {
+    SamplingParams free = o.sampling;
+    free.grammar = nullptr;
+    free.vocabulary = nullptr;
+    run.unconstrained = run_prompts(pool, b, prompts, o.max_tokens, free, o.ignore_eos, nullptr);
+    print_unconstrained(run);
+  }
   const RunTotals& base = run.baseline.totals();
   if (spec.enabled()) run.speculative = bench_speculative(pool, b, o, prompts, base, spec);
   for (const auto& setup : compared) run.compared.push_back(bench_speculative(pool, b, o, prompts, base, *setup));

@@ -74,6 +74,12 @@ void print_baseline(const BenchRun& run, const BenchHeader& h) {
   std::printf("\n");
 }
 
+void print_unconstrained(const BenchRun& run) {
+  const double free = run.unconstrained->tokens_per_second(), held = run.baseline.totals().tokens_per_second();
+  std::printf("  unconstrained: %7.2f tok/s decode, %lld tokens; the constrained baseline decodes at %.1f%% of it\n", free,
+              (long long)run.unconstrained->tokens, free > 0 ? 100 * held / free : 0.0);
+}
+
 void print_speculative(const BenchSpeculative& s) {
   std::printf("  %s\n    %7.2f tok/s decode, %lld tokens, speedup %.2fx, outputs identical to baseline: %d/%zu\n",
               s.draft_shape.c_str(), s.totals.tokens_per_second(), (long long)s.totals.tokens, s.speedup, s.identical,
@@ -167,6 +173,11 @@ json run_json(const BenchRun& r) {
   if (r.cost_curve) put_cost_curve(*r.cost_curve, j);
   j["baseline"] = baseline_json(r.baseline);
   if (r.baseline.probed) j["memory_bandwidth_gbps"] = bandwidth_json(r.baseline.run);
+  if (r.unconstrained)
+    j["unconstrained"] = {{"tokens", r.unconstrained->tokens}, {"tokens_per_second", r.unconstrained->tokens_per_second()},
+                          {"constrained_ratio", r.unconstrained->tokens_per_second() > 0
+                                                    ? r.baseline.totals().tokens_per_second() / r.unconstrained->tokens_per_second()
+                                                    : 0.0}};
   if (r.speculative) j["speculative"] = speculative_json(*r.speculative);
   for (const BenchSpeculative& s : r.compared) j["speculative_compared"].push_back(speculative_json(s));
   return j;

@@ -60,6 +60,9 @@ struct BenchRun {
   double verify_gflops = 0;  // the matmuls' rate in the verification pass (0: not a dense model)
   std::optional<BenchCostCurve> cost_curve;
   BenchBaseline baseline;
+  // --grammar / --json-schema: the same prompts decoded without the constraint, in the same run
+  // (plain decode), so the constraint's cost is a ratio.
+  std::optional<RunTotals> unconstrained;
   std::optional<BenchSpeculative> speculative;
   std::vector<BenchSpeculative> compared;  // --compare-shapes
 };
@@ -72,6 +75,7 @@ struct BenchReport {
 void print_header(const BenchHeader& h);
 void print_cost_curve(const BenchCostCurve& c);
 void print_baseline(const BenchRun& run, const BenchHeader& h);
+void print_unconstrained(const BenchRun& run);
 void print_speculative(const BenchSpeculative& s);
 nlohmann::json bench_json(const BenchReport& r);
 

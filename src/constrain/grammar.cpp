@@ -416,13 +416,16 @@ uint32_t utf8_least(int len) { return len == 2 ? 0x80 : len == 3 ? 0x800 : 0x100
 bool surrogate(uint32_t cp) { return cp >= 0xD800 && cp <= 0xDFFF; }
 }  // namespace
 
+bool Matcher::partial_viable() const { return could_complete(pending_); }
+
 // The code points an incomplete sequence can still become form one range [lo, hi]; some stack must
 // be able to match one of them.
-bool Matcher::partial_viable() const {
-  const int len = utf8_length(static_cast<unsigned char>(pending_[0]));
-  const int missing = len - int(pending_.size());
-  uint32_t v = static_cast<unsigned char>(pending_[0]) & (len == 2 ? 0x1F : len == 3 ? 0x0F : 0x07);
-  for (size_t k = 1; k < pending_.size(); ++k) v = (v << 6) | (static_cast<unsigned char>(pending_[k]) & 0x3F);
+bool Matcher::could_complete(std::string_view lead) const {
+  const int len = utf8_length(static_cast<unsigned char>(lead[0]));
+  const int missing = len - int(lead.size());
+  if (len < 2 || missing < 1) return false;
+  uint32_t v = static_cast<unsigned char>(lead[0]) & (len == 2 ? 0x1F : len == 3 ? 0x0F : 0x07);
+  for (size_t k = 1; k < lead.size(); ++k) v = (v << 6) | (static_cast<unsigned char>(lead[k]) & 0x3F);
   // Overlong forms and surrogates are not UTF-8.
   const uint32_t lo = std::max(utf8_least(len), v << (6 * missing));
   const uint32_t hi = std::min<uint32_t>(0x10FFFF, (v << (6 * missing)) | ((1u << (6 * missing)) - 1));
@@ -476,6 +479,22 @@ bool Matcher::accept(std::string_view bytes) {
   if (!m.pending_.empty() && !m.partial_viable()) return false;
   *this = std::move(m);
   return true;
+}
+
+std::optional<uint64_t> Matcher::takers(uint32_t cp) const {
+  if (stacks_.size() > 64) return std::nullopt;
+  uint64_t bits = 0;
+  for (size_t i = 0; i < stacks_.size(); ++i) {
+    const Stack& s = stacks_[i];
+    if (s.empty()) continue;
+    const Pos p = s.back();
+    if (g_->rules()[size_t(p.rule)].alternatives[size_t(p.alt)][size_t(p.index)].matches(cp)) bits |= uint64_t(1) << i;
+  }
+  return bits;
+}
+
+bool Matcher::accept_code_point(uint32_t cp) {
+  return pending_.empty() && cp <= 0x10FFFF && !surrogate(cp) && step_code_point(cp);
 }
 
 bool Matcher::can_accept(std::string_view bytes) const {

@@ -12,6 +12,7 @@
 #pragma once
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -70,6 +71,17 @@ class Matcher {
   const Grammar& grammar() const { return *g_; }
   // The state as bytes: equal keys accept the same continuations (mask caches key on it).
   std::string state_key() const;
+  // Which live stacks can take code point `cp` next, one bit each: code points with equal bits
+  // lead to equal states (token masks step once per class, not per character); 0: none can.
+  // No value beyond 64 stacks. No bytes may be pending.
+  std::optional<uint64_t> takers(uint32_t cp) const;
+  // Whether a character that starts with the bytes `lead` (a proper, well-formed beginning of a
+  // UTF-8 sequence) could come next. No bytes may be pending.
+  bool could_complete(std::string_view lead) const;
+  // Some bytes of a code point are pending (the text so far ends inside a character).
+  bool mid_character() const { return !pending_.empty(); }
+  // Advances over one whole code point (no bytes pending); false (unchanged) when refused.
+  bool accept_code_point(uint32_t cp);
 
  private:
   struct Pos {
