@@ -176,6 +176,25 @@ TEST(CliSpeculative, BenchTextAndJsonShowTheSameFigures) {
   shown(sp["draft_shape"].get<std::string>());
 }
 
+// Under --json-schema the bench also decodes without the constraint (before and after the
+// constrained baseline) and reports the ratio, in the text and the JSON alike.
+TEST(CliSpeculative, BenchUnderASchemaMeasuresTheUnconstrainedDecodeToo) {
+  EAGLET_REQUIRE_SHARED();
+  test::TempDir dir;
+  auto r = test::run_command(test::eaglet_binary() + " bench -m " + test::shared_dir() +
+                             "/models/stories260K-hf --json-schema " + test::source_dir() +
+                             "/examples/structured/story.schema.json --num-prompts 2 --max-tokens 24 --skip-bandwidth "
+                             "--thread-counts 1 --temperature 0 --json " + dir.file("out.json") + " 2>/dev/null");
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  const auto run = nlohmann::json::parse(read_text_file(dir.file("out.json")))["runs"][0];
+  const auto& u = run["unconstrained"];
+  EXPECT_EQ(u["tokens"].get<int64_t>(), 2 * run["baseline"]["decode_tokens"].get<int64_t>()) << u;  // two passes
+  EXPECT_NEAR(u["constrained_ratio"].get<double>(),
+              run["baseline"]["decode_tokens_per_second"].get<double>() / u["tokens_per_second"].get<double>(), 1e-9);
+  EXPECT_NE(r.output.find(fmt::format("the constrained baseline decodes at {:.1f}% of it", 100 * u["constrained_ratio"].get<double>())),
+            std::string::npos) << r.output;
+}
+
 // --compare-config runs another method and draft (here a DFlash block draft beside n-gram lookup)
 // against the same baseline in the same run; a bad one is refused naming the option.
 TEST(CliSpeculative, BenchComparesAnotherMethodInTheSameRun) {

@@ -229,13 +229,19 @@ BenchRun bench_run(int threads, ModelBundle& b, const BenchOptions& o, const std
     run.cost_curve = bench_cost_curve(pool, b, prompts[0], o.verify_reps);
     print_cost_curve(*run.cost_curve);
   }
+  // --grammar / --json-schema: the prompts without the constraint, once before the constrained
+  // baseline and once after it, so a drift of the machine's speed during the run cancels out.
+  SamplingParams free = o.sampling;
+  free.grammar = nullptr;
+  free.vocabulary = nullptr;
+  std::optional<RunTotals> before;
+  if (o.sampling.grammar) before = run_prompts(pool, b, prompts, o.max_tokens, free, o.ignore_eos, nullptr);
   run.baseline = bench_baseline(pool, b, o, prompts, run.verify.step.weight_gb);
   print_baseline(run, header);
-  if (o.sampling.grammar) {
-    SamplingParams free = o.sampling;
-    free.grammar = nullptr;
-    free.vocabulary = nullptr;
+  if (before) {
     run.unconstrained = run_prompts(pool, b, prompts, o.max_tokens, free, o.ignore_eos, nullptr);
+    run.unconstrained->tokens += before->tokens;
+    run.unconstrained->seconds += before->seconds;
     print_unconstrained(run);
   }
   const RunTotals& base = run.baseline.totals();

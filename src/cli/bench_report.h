@@ -60,8 +60,9 @@ struct BenchRun {
   double verify_gflops = 0;  // the matmuls' rate in the verification pass (0: not a dense model)
   std::optional<BenchCostCurve> cost_curve;
   BenchBaseline baseline;
-  // --grammar / --json-schema: the same prompts decoded without the constraint, in the same run
-  // (plain decode), so the constraint's cost is a ratio.
+  // --grammar / --json-schema: the same prompts decoded without the constraint in the same run,
+  // before and after the constrained baseline (tokens and seconds of both), so the constraint's
+  // cost is a ratio.
   std::optional<RunTotals> unconstrained;
   std::optional<BenchSpeculative> speculative;
   std::vector<BenchSpeculative> compared;  // --compare-shapes
