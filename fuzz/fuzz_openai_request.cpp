@@ -14,8 +14,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     for (bool auto_tools : {false, true}) {
       try {
         const eaglet::ApiRequest r = eaglet::parse_request(j, chat, {}, nullptr, auto_tools);
-        using Choice = eaglet::ToolRequest::Choice;
-        if (r.tools.choice == Choice::Required || r.tools.choice == Choice::Named) eaglet::forced_tool_gbnf(r.tools);
+        if (r.tools.forced()) eaglet::forced_tool_gbnf(r.tools);
       } catch (const eaglet::ApiError& e) {
         if (e.status < 400 || e.status >= 500) std::abort();
       }

@@ -254,10 +254,9 @@ ApiRequest parse_request(const json& b, bool chat, const SamplingDefaults& d, co
   if (field(b, "best_of") && integer(b, "best_of", 1, 16, 1) != r.n) bad("best_of", "'best_of' other than n is not supported");
   r.structured = structured_output(b, ordered);
   if (chat) r.tools = parse_tools(b, ordered, auto_tools);
-  using Choice = ToolRequest::Choice;
-  if (r.structured && (r.tools.choice == Choice::Required || r.tools.choice == Choice::Named))
+  if (r.structured && r.tools.forced())
     bad(r.structured->param, fmt::format("'{}' and tool_choice {} both constrain the output; give one", r.structured->param,
-                                         r.tools.choice == Choice::Required ? "\"required\"" : "naming a function"));
+                                         r.tools.choice == ToolRequest::Choice::Required ? "\"required\"" : "naming a function"));
   return r;
 }
 

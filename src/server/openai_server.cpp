@@ -105,8 +105,7 @@ struct OpenAiServer::Impl {
   // grammar, applied after the reasoning when the server parses reasoning.
   void constrain(ApiRequest& r, ReasoningStart start) {
     std::optional<GrammarAsk> ask = r.structured;
-    const auto choice = r.tools.choice;
-    if (choice == ToolRequest::Choice::Required || choice == ToolRequest::Choice::Named) ask = GrammarAsk{"tool_choice", forced_tool_gbnf(r.tools)};
+    if (r.tools.forced()) ask = GrammarAsk{"tool_choice", forced_tool_gbnf(r.tools)};
     if (!ask) return;
     if (reasoning && start != ReasoningStart::Outside) {
       static const std::string kStart = "eaglet-after-reasoning";
@@ -406,15 +405,13 @@ class ApiCall : public std::enable_shared_from_this<ApiCall> {
 
   // Chat outputs with reasoning or tool calls to find: one splitter per choice.
   void split_outputs(ReasoningStart start) {
-    using Choice = ToolRequest::Choice;
-    const Choice c = r_.tools.choice;
-    const bool forced = c == Choice::Required || c == Choice::Named;
-    if (!forced && c != Choice::Auto && !srv_.reasoning) return;
+    const bool automatic = r_.tools.choice == ToolRequest::Choice::Auto;
+    if (!r_.tools.forced() && !automatic && !srv_.reasoning) return;
     for (int i = 0; i < choices_; ++i) {
       const std::string ids = random_id("chatcmpl-tool") + "-";
       std::unique_ptr<ToolCallParser> tools;
-      if (forced) tools = make_forced_tool_call_parser(r_.tools, ids);
-      else if (c == Choice::Auto) tools = make_tool_call_parser(srv_.opts.tool_call_parser, r_.tools, ids);
+      if (r_.tools.forced()) tools = make_forced_tool_call_parser(r_.tools, ids);
+      else if (automatic) tools = make_tool_call_parser(srv_.opts.tool_call_parser, r_.tools, ids);
       outputs_.push_back(std::make_unique<ChatOutput>(srv_.reasoning, start, std::move(tools)));
     }
     messages_.resize(size_t(choices_));

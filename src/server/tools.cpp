@@ -67,6 +67,8 @@ void parse_choice(const ojson& c, ToolRequest* out) {
 }  // namespace
 
 ToolRequest parse_tools(const nlohmann::json& body, const ojson* ordered, bool auto_tools) {
+  // Most requests have no tool fields: they cost no second reading of the body.
+  if (!body.contains("tools") && !body.contains("tool_choice") && !body.contains("parallel_tool_calls")) return {};
   const ojson b = ordered ? *ordered : ojson::parse(body.dump());
   ToolRequest t;
   const bool has_tools = b.contains("tools") && !b["tools"].is_null();

@@ -21,6 +21,8 @@ struct ToolRequest {
   std::string named;        // Choice::Named: the function
   bool parallel = true;     // parallel_tool_calls
   bool any() const { return !tools.empty(); }
+  // "required" or a named function: the output is held to forced_tool_gbnf.
+  bool forced() const { return choice == Choice::Required || choice == Choice::Named; }
 };
 
 // The request's tool fields. `ordered`: the body with its key order (null: `body`'s, sorted).
