@@ -1,6 +1,7 @@
 // Structured output's cost per token: the time to compute which tokens a grammar allows next
 // (constrain::TokenTrie::allowed) over the Llama-3 (128k) and Qwen3 (152k) vocabularies of
-// ../shared/tokenizers, for any-JSON-object and a JSON schema, at several points of a document.
+// ../shared/tokenizers, for any-JSON-object and a JSON schema, at several points of a document,
+// and over whole documents (a nested schema; prose with tool calls under a structural tag).
 //   ./build/bench/eaglet_bench_grammar [--benchmark_filter=...]
 #include <benchmark/benchmark.h>
 
@@ -10,9 +11,11 @@
 #include <memory>
 #include <stdexcept>
 #include <string>
+#include <utility>
 
 #include "constrain/grammar.h"
 #include "constrain/json_schema.h"
+#include "constrain/structural_tag.h"
 #include "constrain/token_mask.h"
 #include "io/mapped_file.h"
 #include "tokenizer/tokenizer.h"
@@ -77,14 +80,8 @@ void mask(benchmark::State& st, const std::string& vocab, bool schema, const std
   st.counters["allowed"] = double(n);
 }
 
-// A whole document under a nested schema, token by token as a model would write it, from a grammar
-// the cache has never seen (each iteration parses it anew): the mask time of every token, its
-// median, 90th percentile and maximum (the cold walks), and the total per document.
-void document(benchmark::State& st, const std::string& vocab) {
-  if (!file_exists(kShared + vocab + "_tokenizer.json.gz")) {
-    st.SkipWithError("needs ../shared/tokenizers");
-    return;
-  }
+// The nested-schema document: a book record.
+std::pair<std::string, std::string> nested_schema_case() {
   const auto schema = nlohmann::ordered_json::parse(R"({"type": "object", "properties": {
       "title": {"type": "string", "maxLength": 80},
       "author": {"type": "object", "properties": {"name": {"type": "string"}, "born": {"type": "integer", "minimum": 1000, "maximum": 2100},
@@ -98,7 +95,34 @@ void document(benchmark::State& st, const std::string& vocab) {
                           R"("chapters": [{"title": "Seeds", "pages": 12, "characters": ["Lily", "Mr. Tom", "the old cat"]}, )"
                           R"({"title": "Rain — 雨の日", "pages": 9, "characters": ["Lily", "Zoë"]}, {"title": "Harvest", "pages": 21}], )"
                           R"("rating": 4, "tags": ["children", "nature", "friendship"]})";
-  const std::string gbnf = constrain::json_schema_to_gbnf(schema);
+  return {constrain::json_schema_to_gbnf(schema), doc};
+}
+
+// The structural-tag document: prose with two tool calls, each held to its tool's schema.
+std::pair<std::string, std::string> structural_tag_case() {
+  const auto tag = nlohmann::ordered_json::parse(R"({"format": {"type": "triggered_tags", "triggers": ["<function="], "tags": [
+      {"begin": "<function=get_weather>", "end": "</function>", "content": {"type": "json_schema", "json_schema": {"type": "object",
+        "properties": {"city": {"type": "string"}, "days": {"type": "integer", "minimum": 1, "maximum": 7},
+                       "units": {"enum": ["metric", "imperial"]}}, "required": ["city", "days"]}}},
+      {"begin": "<function=search>", "end": "</function>", "content": {"type": "json_schema", "json_schema": {"type": "object",
+        "properties": {"query": {"type": "string", "maxLength": 100}, "top_k": {"type": "integer", "minimum": 1}}, "required": ["query"]}}}]}})");
+  const std::string doc = "Let me check the forecast for both cities first, then look for events that fit the weather.\n"
+                          R"(<function=get_weather>{"city": "Lisbon", "days": 3, "units": "metric"}</function>)"
+                          "\nAnd now the events:\n"
+                          R"(<function=search>{"query": "outdoor concerts in Lisbon this weekend", "top_k": 5}</function>)"
+                          "\nI will summarise once both results are back.";
+  return {constrain::structural_tag_to_gbnf(tag), doc};
+}
+
+// A whole document under a constraint, token by token as a model would write it, from a grammar
+// the cache has never seen (each iteration parses it anew): the mask time of every token, its
+// median, 90th percentile and maximum (the cold walks), and the total per document.
+void document(benchmark::State& st, const std::string& vocab, const std::string& kind) {
+  if (!file_exists(kShared + vocab + "_tokenizer.json.gz")) {
+    st.SkipWithError("needs ../shared/tokenizers");
+    return;
+  }
+  const auto [gbnf, doc] = kind == "structural_tag" ? structural_tag_case() : nested_schema_case();
   const auto t = trie(vocab);
   const std::vector<int> ids = tokenizer(vocab).encode(doc, 0);
   std::vector<double> per_token;
@@ -121,8 +145,9 @@ void document(benchmark::State& st, const std::string& vocab) {
 
 }  // namespace
 
-BENCHMARK_CAPTURE(document, llama3_nested_schema, "llama3")->Unit(benchmark::kMillisecond);
-BENCHMARK_CAPTURE(document, qwen3_nested_schema, "qwen3")->Unit(benchmark::kMillisecond);
+BENCHMARK_CAPTURE(document, llama3_nested_schema, "llama3", "nested_schema")->Unit(benchmark::kMillisecond);
+BENCHMARK_CAPTURE(document, qwen3_nested_schema, "qwen3", "nested_schema")->Unit(benchmark::kMillisecond);
+BENCHMARK_CAPTURE(document, llama3_structural_tag, "llama3", "structural_tag")->Unit(benchmark::kMillisecond);
 BENCHMARK_CAPTURE(mask, llama3_object_start_cold, "llama3", false, "", true)->Unit(benchmark::kMillisecond);
 BENCHMARK_CAPTURE(mask, llama3_object_start_warm, "llama3", false, "", false)->Unit(benchmark::kMillisecond);
 BENCHMARK_CAPTURE(mask, llama3_object_in_string_cold, "llama3", false, "{\"story\": \"Once upon", true)->Unit(benchmark::kMillisecond);

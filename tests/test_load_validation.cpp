@@ -69,6 +69,18 @@ TEST(LoadValidation, EmptyOrMalformedVocabularyIsRefused) {
   test::expect_mentions(tokenizer_error(tj), {"merges"});
 }
 
+TEST(LoadValidation, StripDecoderStartMustBeACount) {
+  // 1e300 was cast to int (undefined behaviour, found by fuzz_tokenizer_json under UBSan).
+  for (json bad : {json(1e300), json(-1), json(1.5), json("1")}) {
+    json tj = byte_tokenizer();
+    tj["decoder"] = {{"type", "Strip"}, {"content", " "}, {"start", bad}, {"stop", 0}};
+    test::expect_mentions(tokenizer_error(tj), {"tok/tokenizer.json", "Strip", "start", bad.dump()});
+  }
+  json tj = byte_tokenizer();
+  tj["decoder"] = {{"type", "Strip"}, {"content", " "}, {"start", 1}, {"stop", 0}};
+  EXPECT_EQ(tokenizer_error(tj), "<no error>");
+}
+
 class ConfigValidation : public ::testing::Test {
  protected:
   void SetUp() override { test::write_byte_vocab_target(dir_.path()); }

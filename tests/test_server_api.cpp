@@ -316,12 +316,15 @@ TEST(ServerApi, StructuredOutputsInEverySpellingUnderSpeculation) {
       const std::string plain_text = chat ? want["choices"][0]["message"]["content"] : want["choices"][0]["text"];
       EXPECT_EQ(text, plain_text) << k << " " << v.dump();
       EXPECT_EQ(r["choices"][0]["finish_reason"], "stop") << k << " " << v.dump() << " -> " << text;
-      if (k == "structured_outputs" && v.contains("choice")) EXPECT_TRUE(text == "yes" || text == "no" || text == "maybe") << text;
+      if (k == "structured_outputs" && v.contains("choice")) {
+        EXPECT_TRUE(text == "yes" || text == "no" || text == "maybe") << text;
+      }
       if (v.dump().find("json") != std::string::npos || k == "json_schema" || k == "response_format") {
         const json parsed = json::parse(text, nullptr, false);
         ASSERT_TRUE(parsed.is_object()) << k << " -> " << text;
-        if (v.dump().find("\"n\"") != std::string::npos)
+        if (v.dump().find("\"n\"") != std::string::npos) {
           EXPECT_TRUE(parsed["n"].is_number_integer() && parsed["n"] >= 0 && parsed["n"] <= 99 && parsed["ok"].is_boolean()) << text;
+        }
       }
     }
   }

@@ -142,8 +142,12 @@ TEST(ServerTools, ForcedToolChoicesUnderSpeculationEqualPlainAndStream) {
       ++called;
       ASSERT_GE(choice["message"]["tool_calls"].size(), 1u) << choice;
       for (const json& call : choice["message"]["tool_calls"]) expect_valid_call(call);
-      if (c.contains("parallel_tool_calls")) EXPECT_EQ(choice["message"]["tool_calls"].size(), 1u);
-      if (c["tool_choice"].is_object()) EXPECT_EQ(choice["message"]["tool_calls"][0]["function"]["name"], c["tool_choice"]["function"]["name"]);
+      if (c.contains("parallel_tool_calls")) {
+        EXPECT_EQ(choice["message"]["tool_calls"].size(), 1u);
+      }
+      if (c["tool_choice"].is_object()) {
+        EXPECT_EQ(choice["message"]["tool_calls"][0]["function"]["name"], c["tool_choice"]["function"]["name"]);
+      }
       std::string finish;
       const json streamed = gather_calls(post_stream(cs, body), &finish);
       EXPECT_EQ(finish, "tool_calls");
@@ -164,6 +168,58 @@ TEST(ServerTools, ForcedToolChoicesUnderSpeculationEqualPlainAndStream) {
   EXPECT_EQ(status, 400);
   EXPECT_EQ(bad["error"]["param"], "tool_choice");
   test::expect_mentions(bad["error"]["message"].get<std::string>(), {"--enable-auto-tool-choice", "--tool-call-parser"});
+}
+
+// vLLM's structural_tag, both spellings: free text may hold <function=NAME>{args}</function>
+// regions whose arguments follow that tool's schema; the draft changes nothing.
+TEST(ServerTools, StructuralTagsUnderSpeculationEqualPlain) {
+  ToolServers s;
+  test::ServerProcess spec(s.flags("", true)), plain(s.flags("", false));
+  ASSERT_TRUE(spec.ready() && plain.ready()) << read_text_file(spec.log_path());
+  httplib::Client cs(spec.url()), cp(plain.url());
+  json tags = json::array();
+  for (const json& t : kTools)
+    tags.push_back({{"type", "tag"}, {"begin", "<function=" + t["function"]["name"].get<std::string>() + ">"},
+                    {"content", {{"type", "json_schema"}, {"json_schema", t["function"]["parameters"]}}}, {"end", "</function>"}});
+  const json format = {{"type", "triggered_tags"}, {"triggers", {"<function="}}, {"tags", tags},
+                       {"at_least_one", true}, {"stop_after_first", true}};
+  const std::vector<json> extras = {
+      {{"response_format", {{"type", "structural_tag"}, {"format", format}}}},
+      {{"structured_outputs", {{"structural_tag", json({{"type", "structural_tag"}, {"format", format}}).dump()}}}}};
+  int called = 0;
+  for (const json& extra : extras)
+    for (const char* prompt : {"weather?", "What time is it", "Lima"}) {
+      json body = {{"messages", {{{"role", "user"}, {"content", prompt}}}}, {"max_tokens", 120}, {"temperature", 0}};
+      body.update(extra);
+      int status = 0;
+      const json r = post(cs, body, &status), want = post(cp, body);
+      ASSERT_EQ(status, 200) << r;
+      const json& choice = r["choices"][0];
+      EXPECT_EQ(choice["message"]["content"], want["choices"][0]["message"]["content"]) << extra;
+      if (choice["finish_reason"] != "stop") continue;
+      // One call, exactly: <function=NAME>{arguments}</function>, the arguments valid for NAME.
+      const std::string text = choice["message"]["content"];
+      const size_t open = text.find('>'), close = text.rfind("</function>");
+      ASSERT_TRUE(text.rfind("<function=", 0) == 0 && open != std::string::npos && close == text.size() - 11) << text;
+      const std::string name = text.substr(10, open - 10);
+      EXPECT_TRUE(name == "now" || name == "get_weather") << text;
+      expect_valid_call({{"id", "x"}, {"type", "function"},
+                         {"function", {{"name", name}, {"arguments", text.substr(open + 1, close - open - 1)}}}});
+      ++called;
+    }
+  EXPECT_GE(called, 3) << "calls finish within max_tokens";
+  int status = 0;
+  json bad = {{"messages", {{{"role", "user"}, {"content", "x"}}}},
+              {"response_format", {{"type", "structural_tag"}, {"format", {{"type", "token"}, {"token", 7}}}}}};
+  json e = post(cs, bad, &status);
+  EXPECT_EQ(status, 400);
+  EXPECT_EQ(e["error"]["param"], "response_format");
+  test::expect_mentions(e["error"]["message"].get<std::string>(), {"$.format.type", "token"});
+  bad.erase("response_format");
+  bad["structured_outputs"] = {{"structural_tag", "{not json"}};
+  e = post(cs, bad, &status);
+  EXPECT_EQ(status, 400);
+  EXPECT_EQ(e["error"]["param"], "structured_outputs.structural_tag");
 }
 
 // "auto": the model's own <tool_call> blocks become calls. A grammar stands in for a model that

@@ -245,7 +245,9 @@ class PairsKernel : public ::testing::TestWithParam<Isa> {
     if (int(best_supported_isa()) < int(GetParam()))
       GTEST_SKIP() << "this CPU has no " << isa_name(GetParam()) << " (best here: " << isa_name(best_supported_isa())
                    << ")";
-    if (GetParam() == Isa::Amx) ASSERT_STREQ(amx_table().name, "amx") << "AMX is granted but its kernels are off (see the log)";
+    if (GetParam() == Isa::Amx) {
+      ASSERT_STREQ(amx_table().name, "amx") << "AMX is granted but its kernels are off (see the log)";
+    }
     ASSERT_EQ(table().bf16_layout, Layout::Bf16Pairs16) << table().name << " does not read the pairs layout";
   }
   const IsaTable& table() const { return table_for(GetParam()); }

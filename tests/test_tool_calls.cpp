@@ -171,6 +171,30 @@ TEST(ToolParsers, MinimaxM3NestedElementsBecomeObjectsAndLists) {
   EXPECT_EQ(args(p, 0), json({{"city", "New York"}, {"days", 2}, {"units", {"C", "F"}}, {"where", {{"lat", 40.7}, {"code", "10001"}}}}));
 }
 
+TEST(ToolParsers, Qwen3CoderParametersTypedByTheSchemaAndUntypedOnesStayText) {
+  const ToolRequest t = weather_tools();
+  const Parsed p = parse_every_way("qwen3_coder", t,
+                                   "Let me look.\n<tool_call>\n<function=get_weather>\n<parameter=city>\n42\n</parameter>\n"
+                                   "<parameter=days>\n3\n</parameter>\n<parameter=units>\n[\"C\", \"F\"]\n</parameter>\n"
+                                   "<parameter=where>\n{\"lat\": 1.5}\n</parameter>\n<parameter=extra>\n7\n</parameter>\n"
+                                   "</function>\n</tool_call>\n<tool_call>\n<function=now>\n</function>\n</tool_call>");
+  EXPECT_EQ(p.content, "Let me look.\n");
+  ASSERT_EQ(p.calls.size(), 2u);
+  EXPECT_EQ(p.calls[0].first, "get_weather");
+  // "42" is a string and `extra` (not in the schema) stays text: vLLM's qwen3_coder reads them so.
+  EXPECT_EQ(args(p, 0), json({{"city", "42"}, {"days", 3}, {"units", {"C", "F"}}, {"where", {{"lat", 1.5}}}, {"extra", "7"}}));
+  EXPECT_EQ(args(p, 1), json::object());
+  // Multi-line text keeps its inner newlines; a parameter left open ends where the next begins.
+  const Parsed code = parse_every_way("qwen3_coder", t,
+                                      "<tool_call>\n<function=get_weather>\n<parameter=city>\nline 1\n\nline 3\n"
+                                      "<parameter=days>\n2\n</parameter>\n</function>\n</tool_call>");
+  ASSERT_EQ(code.calls.size(), 1u);
+  EXPECT_EQ(args(code, 0), json({{"city", "line 1\n\nline 3"}, {"days", 2}}));
+  // A block with no whole function in it is content, markers and all.
+  EXPECT_EQ(parse_every_way("qwen3_coder", t, "<tool_call>\n{\"name\": \"now\"}\n</tool_call>").content,
+            "<tool_call>\n{\"name\": \"now\"}\n</tool_call>");
+}
+
 TEST(ToolParsers, ForcedOutputsOfRequiredAndNamedChoices) {
   ToolRequest t = weather_tools();
   const Parsed list = parse_every_way("forced", t,
@@ -194,7 +218,16 @@ TEST(ToolParsers, EveryParserSettlesAnyTextAsItsPiecesDo) {
       "<think>plan</think>\n<tool_call>\n{\"name\": \"f\", \"arguments\": {\"a\": 1}}\n</tool_call>",
       "<|python_tag|>{\"name\": \"f\", \"parameters\": {\"b\": [1]}}; {\"name\": \"g\", \"parameters\": {}}",
       "x<minimax:tool_call>\n<invoke name=\"f\">\n<parameter name=\"a\">7</parameter>\n</invoke>\n</minimax:tool_call>",
-      "{\"name\": \"f\", \"parameters\": {}} trailing", "</think><tool_call>{\"name\": 1}</tool_call>", "<<tool_call>>"};
+      "{\"name\": \"f\", \"parameters\": {}} trailing", "</think><tool_call>{\"name\": 1}</tool_call>", "<<tool_call>>",
+      // Cut off inside the arguments by the closing marker: a piece that ends in part of the
+      // marker must not stream that part as arguments (the body would then shrink).
+      "<tool_call>\n{\"name\": \"f\", \"arguments\": {\"azz\n</tool_call>",
+      "\x03<think>\tplan</th\x82nk>\n<tool_call>\n{\"name\": \"f\", \"arguments\": {\"a\": </tool_call>, ",
+      // Calls that name nothing are not calls (a call's first delta is the one with its name).
+      "<tool_call>{\"name\": \"\", \"arguments\": {}}</tool_call>", "<tool_call><function=></function></tool_call>",
+      std::string("Checking.\n<tool_call>\n<function=>f\n\0\0ameter=a>\n7\n</paraf\", \"ameter>\n</function></to\n</tool_c\xe1ll>", 81),
+      "<minimax:tool_call>\n<invoke name=\"f\">\n<parameter name=\"a\">7\n</minimax:tool_call>",
+      "<tool_call>\n<function=f>\n<parameter=a>\n7\n</function>\n</tool_call>\n<tool_call>\n<function=g></tool_call>"};
   const ReasoningFormat* formats[] = {nullptr, &reasoning_format("qwen3"), &reasoning_format("deepseek_r1")};
   for (const std::string& name : tool_call_parser_names())
     for (const ReasoningFormat* f : formats)

@@ -111,7 +111,7 @@ void add_serve(CLI::App& app) {
                   "holding generation_config.json");
   cmd->add_flag("--enable-auto-tool-choice", o->server.enable_auto_tool_choice,
                 "serve tool_choice \"auto\": tool calls are parsed out of the text (needs --tool-call-parser)");
-  cmd->add_option("--tool-call-parser", o->server.tool_call_parser, "hermes | llama3_json | minimax_m2 | minimax_m3");
+  cmd->add_option("--tool-call-parser", o->server.tool_call_parser, "hermes | llama3_json | minimax_m2 | minimax_m3 | qwen3_coder");
   cmd->add_option("--reasoning-parser", o->server.reasoning_parser,
                   "deepseek_r1 | qwen3 | minimax_m2 | minimax_m3: thinking goes to the `reasoning` field");
   add_spec_options(cmd, &o->spec);

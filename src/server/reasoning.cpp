@@ -4,6 +4,8 @@
 
 #include <set>
 
+#include "constrain/compose.h"
+#include "constrain/regex.h"
 #include "core/error.h"
 
 namespace eaglet {
@@ -107,42 +109,15 @@ std::string ReasoningSplitter::finish(OutputDelta* out) {
   return state_ == State::AfterEnd ? "" : rest;
 }
 
-namespace {
-std::string literal(std::string_view s) {
-  std::string out = "\"";
-  for (unsigned char c : s) out += fmt::format("\\x{:02X}", c);
-  return out + "\"";
-}
-}  // namespace
-
 std::string after_reasoning_gbnf(const std::string& gbnf, const ReasoningFormat& f, ReasoningStart s, const std::string& start_rule) {
   if (s == ReasoningStart::Outside) return gbnf;
-  // Free text up to the first end marker: state k = how much of the marker the text ends with
-  // (Knuth-Morris-Pratt); the step that completes the marker goes on to the answer.
-  const std::string& m = f.end;
+  // Free text up to the first end marker, which goes on to the answer.
   const std::string p = start_rule + "-";
-  std::set<char> chars(m.begin(), m.end());
-  std::string others = "[^";
-  for (char c : chars) others += fmt::format("\\x{:02X}", static_cast<unsigned char>(c));
-  others += "]";
-  auto next = [&](size_t k, char c) {  // the longest prefix of m that ends the text m[0..k) + c
-    std::string t = m.substr(0, k) + c;
-    for (size_t n = std::min(t.size(), m.size()); n > 0; --n)
-      if (t.compare(t.size() - n, n, m, 0, n) == 0) return n;
-    return size_t(0);
-  };
-  std::string out = gbnf + "\n";
-  for (size_t k = 0; k < m.size(); ++k) {
-    out += fmt::format("{}think-{} ::= {} {}think-0", p, k, others, p);
-    for (char c : chars) {
-      const size_t n = next(k, c);
-      out += fmt::format(" | {} {}", literal(std::string(1, c)), n == m.size() ? p + "answer" : fmt::format("{}think-{}", p, n));
-    }
-    out += "\n";
-  }
+  std::string out = gbnf + "\n" + constrain::free_text_gbnf(p + "think", {{f.end, p + "answer"}}, false, f.name + " end marker");
   out += fmt::format("{}answer ::= [ \\t\\r\\n]{{0,20}} root\n", p);
-  if (s == ReasoningStart::Inside || f.implicit_start) out += fmt::format("{} ::= {}think-0\n", start_rule, p);
-  else out += fmt::format("{} ::= {} {}think-0 | {} {}answer | root\n", start_rule, literal(f.start), p, literal(f.end), p);
+  if (s == ReasoningStart::Inside || f.implicit_start) out += fmt::format("{} ::= {}think\n", start_rule, p);
+  else out += fmt::format("{} ::= {} {}think | {} {}answer | root\n", start_rule, constrain::gbnf::literal(f.start), p,
+                       constrain::gbnf::literal(f.end), p);
   return out;
 }
 

@@ -8,6 +8,7 @@
 
 #include "constrain/json_schema.h"
 #include "constrain/regex.h"
+#include "constrain/structural_tag.h"
 #include "core/error.h"
 #include "server/openai_protocol.h"
 
@@ -59,6 +60,17 @@ std::string choice(const ojson& v, const std::string& param) {
   return constrain::choice_gbnf(c);
 }
 
+// vLLM passes a structural tag as a string of JSON; an object is taken too.
+std::string structural_tag(const ojson& v, const std::string& param) {
+  const ojson tag = v.is_string() ? ojson::parse(v.get<std::string>(), nullptr, false) : v;
+  if (!tag.is_object()) refuse(param, "'" + param + "' must be a structural tag (an object, or a string of one)");
+  try {
+    return constrain::structural_tag_to_gbnf(tag);
+  } catch (const Error& e) {
+    refuse(param, param + ": " + e.what());
+  }
+}
+
 std::string grammar_text(const ojson& v, const std::string& param) {
   if (!v.is_string() || v.get<std::string>().empty()) refuse(param, "'" + param + "' must be a GBNF grammar (a string)");
   return v.get<std::string>();
@@ -73,8 +85,13 @@ void response_format(const ojson& rf, std::vector<GrammarAsk>* asks) {
     asks->push_back({"response_format", constrain::json_object_gbnf()});
     return;
   }
+  if (type == "structural_tag") {
+    asks->push_back({"response_format", structural_tag(rf, "response_format")});
+    return;
+  }
   if (type != "json_schema")
-    refuse("response_format", fmt::format("response_format type '{}' is not supported (text, json_object, json_schema)", type));
+    refuse("response_format",
+           fmt::format("response_format type '{}' is not supported (text, json_object, json_schema, structural_tag)", type));
   const ojson* js = rf.contains("json_schema") ? &rf["json_schema"] : nullptr;
   if (!js || !js->is_object()) refuse("response_format.json_schema", "'response_format.json_schema' must be an object");
   for (const auto& [k, v] : js->items())
@@ -94,11 +111,12 @@ void vllm_field(const std::string& key, const ojson& v, const std::string& param
   else if (key == "regex") asks->push_back({param, regex_gbnf(v, param)});
   else if (key == "choice") asks->push_back({param, choice(v, param)});
   else if (key == "grammar") asks->push_back({param, grammar_text(v, param)});
+  else if (key == "structural_tag") asks->push_back({param, structural_tag(v, param)});
   else if (key == "json_object") {
     if (!v.is_boolean()) refuse(param, "'" + param + "' must be a boolean");
     if (v.get<bool>()) asks->push_back({param, constrain::json_object_gbnf()});
   } else {
-    refuse(param, fmt::format("'{}' is not supported (json, regex, choice, grammar, json_object)", param));
+    refuse(param, fmt::format("'{}' is not supported (json, regex, choice, grammar, json_object, structural_tag)", param));
   }
 }
 

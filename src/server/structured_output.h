@@ -1,7 +1,8 @@
 // The structured-output fields of a request, as one grammar for the sampler: OpenAI's
-// `response_format` (json_object; json_schema with `strict`), vLLM's `structured_outputs`
-// {json, regex, choice, grammar, json_object} and its older `guided_json` / `guided_regex` /
-// `guided_choice` / `guided_grammar`, and llama-server's `grammar` (GBNF) and `json_schema`.
+// `response_format` (json_object; json_schema with `strict`; vLLM's structural_tag), vLLM's
+// `structured_outputs` {json, regex, choice, grammar, json_object, structural_tag} and its older
+// `guided_json` / `guided_regex` / `guided_choice` / `guided_grammar`, and llama-server's
+// `grammar` (GBNF) and `json_schema`.
 // At most one may be given. Anything unsupported or invalid is a 400 naming the field (and, in a
 // schema, the JSON path inside it), never ignored.
 #pragma once

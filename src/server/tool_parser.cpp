@@ -29,15 +29,18 @@ size_t marker_prefix_at_end(std::string_view text, std::string_view marker) {
 
 // --- Markers around blocks -------------------------------------------------------------------
 
+// After a call, the whitespace that ends a piece is held whatever the pieces: it comes out only
+// when text other than whitespace or a call follows it, so a split cannot change the content.
 void TaggedToolParser::content(std::string_view text, OutputDelta* out) {
   if (text.empty()) return;
-  if (calls() > 0 && text.find_first_not_of(" \t\r\n") == npos) {
+  const size_t last = calls() > 0 ? text.find_last_not_of(" \t\r\n") : text.size() - 1;
+  if (last == npos) {
     blank_ += text;
     return;
   }
   out->content += blank_;
-  out->content += text;
-  blank_.clear();
+  out->content += text.substr(0, last + 1);
+  blank_.assign(text.substr(last + 1));
 }
 
 void TaggedToolParser::feed(std::string_view text, OutputDelta* out) {
@@ -58,8 +61,8 @@ void TaggedToolParser::feed(std::string_view text, OutputDelta* out) {
       begin_block();
     }
     const size_t end = buf_.find(close_);
-    if (end == npos) {
-      body(buf_, false, out);
+    if (end == npos) {  // a possible start of the closing marker is held back: the body only grows
+      body(std::string_view(buf_).substr(0, buf_.size() - marker_prefix_at_end(buf_, close_)), false, out);
       return;
     }
     if (!body(std::string_view(buf_).substr(0, end), true, out)) content(open_ + buf_.substr(0, end + close_.size()), out);
@@ -157,7 +160,7 @@ CallScan scan_call(std::string_view s, std::string_view args_key) {
     if (v_end == npos) return r;
     if (key == "name") {
       const ojson n = ojson::parse(s.substr(i, v_end - i), nullptr, false);
-      if (n.is_discarded() || !n.is_string()) return bad();
+      if (n.is_discarded() || !n.is_string() || n.get<std::string>().empty()) return bad();  // a call names a tool
       r.name = n.get<std::string>();
       r.has_name = true;
     } else if (r.args_begin == i) {
@@ -336,17 +339,18 @@ class NamedCallParser final : public ToolCallParser {
 
 }  // namespace
 
-std::unique_ptr<ToolCallParser> make_minimax_tool_call_parser(bool m3, const ToolRequest& tools, std::string id_base);
+// server/tool_parser_xml.cpp: null for a name that is not one of its formats.
+std::unique_ptr<ToolCallParser> make_xml_tool_call_parser(const std::string& name, const ToolRequest& tools, std::string id_base);
 
 const std::vector<std::string>& tool_call_parser_names() {
-  static const std::vector<std::string> names = {"hermes", "llama3_json", "minimax_m2", "minimax_m3"};
+  static const std::vector<std::string> names = {"hermes", "llama3_json", "minimax_m2", "minimax_m3", "qwen3_coder"};
   return names;
 }
 
 std::unique_ptr<ToolCallParser> make_tool_call_parser(const std::string& name, const ToolRequest& tools, std::string id_base) {
   if (name == "hermes") return std::make_unique<HermesParser>(std::move(id_base));
   if (name == "llama3_json") return std::make_unique<JsonCallsParser>(JsonCallsParser::Style::Llama3, std::move(id_base));
-  if (name == "minimax_m2" || name == "minimax_m3") return make_minimax_tool_call_parser(name == "minimax_m3", tools, std::move(id_base));
+  if (auto xml = make_xml_tool_call_parser(name, tools, id_base)) return xml;
   fail("--tool-call-parser '{}' is not one of: {}", name, fmt::join(tool_call_parser_names(), ", "));
 }
 

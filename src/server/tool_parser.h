@@ -13,7 +13,9 @@
 //   </invoke>...</minimax:tool_call>`, values typed by the tool's schema;
 // - minimax_m3: `]<]minimax[>[<tool_call>`, `]<]minimax[>[<invoke name="f">`, then parameters as
 //   elements `]<]minimax[>[<k>v]<]minimax[>[</k>` whose nested elements are objects and `<item>`
-//   lists (the published MiniMax-M3 chat template's to_xml), values typed by the schema.
+//   lists (the published MiniMax-M3 chat template's to_xml), values typed by the schema;
+// - qwen3_coder (Qwen3-Coder): `<tool_call>\n<function=f>\n<parameter=k>\nv\n</parameter>\n
+//   </function>\n</tool_call>`, values typed by the schema (untyped ones stay strings).
 // Arguments stream as the model writes them for the JSON formats; the XML formats settle a call's
 // arguments when its </invoke> arrives (their values are typed only once whole).
 #pragma once
@@ -65,7 +67,7 @@ class ToolCallParser {
   int next_ = 0;
 };
 
-// vLLM's parser names eaglet has: hermes, llama3_json, minimax_m2, minimax_m3.
+// vLLM's parser names eaglet has: hermes, llama3_json, minimax_m2, minimax_m3, qwen3_coder.
 const std::vector<std::string>& tool_call_parser_names();
 // Throws eaglet::Error for an unknown name (listing the known ones). `tools` must outlive it.
 std::unique_ptr<ToolCallParser> make_tool_call_parser(const std::string& name, const ToolRequest& tools, std::string id_base);

@@ -1,6 +1,8 @@
-// MiniMax's XML tool calls (M2 and M3), see server/tool_parser.h. Values are text in these
-// formats: the tool's JSON schema says what type each one is (vLLM's minimax_m2 parser does the
-// same); where it says nothing, JSON-looking text becomes that JSON value.
+// The XML tool-call formats (MiniMax M2 and M3, Qwen3-Coder), see server/tool_parser.h. Values
+// are text in these formats: the tool's JSON schema says what type each one is (vLLM's parsers do
+// the same); where it says nothing, JSON-looking text becomes that JSON value for MiniMax, and
+// stays text for Qwen3-Coder (as vLLM reads each).
+#include <algorithm>
 #include <set>
 
 #include "server/tagged_tool_parser.h"
@@ -136,13 +138,47 @@ ojson m3_arguments(std::string_view body, const ojson* params) {
   return args;
 }
 
-// One format: the block's markers, an invoke's, and how its arguments read.
-class MinimaxParser final : public TaggedToolParser {
+// --- Qwen3-Coder: <function=f><parameter=k>\nv\n</parameter></function> ---------------------------
+
+// A value is the text between the markers less one newline at each end (the template writes
+// them); a parameter the schema does not type stays text, as in vLLM's qwen3_coder parser.
+ojson qwen3_coder_value(std::string_view text, const ojson* schema) {
+  if (!text.empty() && text.front() == '\n') text.remove_prefix(1);
+  if (!text.empty() && text.back() == '\n') text.remove_suffix(1);
+  const std::set<std::string> types = types_of(schema);
+  if (types.empty() || (types.size() == 1 && types.count("string"))) return std::string(text);
+  return typed(text, schema);
+}
+
+// A parameter ends at </parameter>, or (as vLLM reads it) where the next one starts.
+ojson qwen3_coder_arguments(std::string_view body, const ojson* params) {
+  static const std::string kOpen = "<parameter=", kClose = "</parameter>";
+  ojson args = ojson::object();
+  for (size_t i = body.find(kOpen); i != npos;) {
+    const size_t name_end = body.find('>', i + kOpen.size());
+    if (name_end == npos) break;
+    const std::string name(body.substr(i + kOpen.size(), name_end - i - kOpen.size()));
+    const size_t close = body.find(kClose, name_end + 1), next = body.find(kOpen, name_end + 1);
+    const size_t end = std::min({close, next, body.size()});
+    args[name] = qwen3_coder_value(body.substr(name_end + 1, end - name_end - 1), member(params, "properties", name));
+    i = next;
+  }
+  return args;
+}
+
+// --- The formats' shared reader ---------------------------------------------------------------
+
+// A format: the block's markers, an invoke's (its name between `invoke` and `name_end`), and how
+// its arguments read.
+struct XmlFormat {
+  std::string open, close, invoke, name_end, end;
+  ojson (*arguments)(std::string_view body, const ojson* params);
+};
+
+class XmlCallParser final : public TaggedToolParser {
  public:
-  MinimaxParser(bool m3, const ToolRequest& tools, std::string id_base)
-      : TaggedToolParser(m3 ? kM3Ns + "<tool_call>" : "<minimax:tool_call>", m3 ? kM3Ns + "</tool_call>" : "</minimax:tool_call>",
-                         std::move(id_base)),
-        m3_(m3), tools_(tools), invoke_((m3 ? kM3Ns : "") + "<invoke name=\""), end_((m3 ? kM3Ns : "") + "</invoke>") {}
+  XmlCallParser(XmlFormat format, const ToolRequest& tools, std::string id_base)
+      : TaggedToolParser(format.open, format.close, std::move(id_base)), f_(std::move(format)), tools_(tools) {}
 
  private:
   void begin_block() override {
@@ -152,32 +188,42 @@ class MinimaxParser final : public TaggedToolParser {
   // Each whole invoke past `done_` becomes a call.
   bool body(std::string_view text, bool closed, OutputDelta* out) override {
     for (;;) {
-      const size_t at = text.find(invoke_, done_);
+      const size_t at = text.find(f_.invoke, done_);
       if (at == npos) break;
-      const size_t name_end = text.find("\">", at + invoke_.size()), end = text.find(end_, at);
+      const size_t name_end = text.find(f_.name_end, at + f_.invoke.size()), end = text.find(f_.end, at);
       if (name_end == npos || end == npos || name_end > end) break;
-      const std::string name(text.substr(at + invoke_.size(), name_end - at - invoke_.size()));
-      const std::string_view inner = text.substr(name_end + 2, end - name_end - 2);
+      const std::string name(text.substr(at + f_.invoke.size(), name_end - at - f_.invoke.size()));
+      done_ = end + f_.end.size();
+      if (name.empty()) continue;  // no call names nothing (a call's first delta is the one with a name)
+      const size_t inner = name_end + f_.name_end.size();
       auto it = tools_.parameters.find(name);
       const ojson* params = it == tools_.parameters.end() ? nullptr : &it->second;
-      const ojson args = m3_ ? m3_arguments(inner, params) : m2_arguments(inner, params);
+      const ojson args = f_.arguments(text.substr(inner, end - inner), params);
       arguments(begin_call(name, out), args.dump(-1, ' ', false, ojson::error_handler_t::replace), out);
       ++found_;
-      done_ = end + end_.size();
     }
     return !closed || found_ > 0;
   }
-  const bool m3_;
+  const XmlFormat f_;
   const ToolRequest& tools_;
-  const std::string invoke_, end_;
   size_t done_ = 0;
   int found_ = 0;
 };
 
 }  // namespace
 
-std::unique_ptr<ToolCallParser> make_minimax_tool_call_parser(bool m3, const ToolRequest& tools, std::string id_base) {
-  return std::make_unique<MinimaxParser>(m3, tools, std::move(id_base));
+std::unique_ptr<ToolCallParser> make_xml_tool_call_parser(const std::string& name, const ToolRequest& tools, std::string id_base) {
+  XmlFormat f;
+  if (name == "minimax_m2") {
+    f = {"<minimax:tool_call>", "</minimax:tool_call>", "<invoke name=\"", "\">", "</invoke>", m2_arguments};
+  } else if (name == "minimax_m3") {
+    f = {kM3Ns + "<tool_call>", kM3Ns + "</tool_call>", kM3Ns + "<invoke name=\"", "\">", kM3Ns + "</invoke>", m3_arguments};
+  } else if (name == "qwen3_coder") {
+    f = {"<tool_call>", "</tool_call>", "<function=", ">", "</function>", qwen3_coder_arguments};
+  } else {
+    return nullptr;
+  }
+  return std::make_unique<XmlCallParser>(std::move(f), tools, std::move(id_base));
 }
 
 }  // namespace eaglet

@@ -59,6 +59,7 @@ class HfTokenizerReader {
     bool special;
   };
   bool read_modes(const json& model, const std::vector<json>& pre, const std::vector<json>& decoders);
+  int64_t strip_start(const json& decoder) const;
   std::vector<AddedToken> read_vocab();
   void add_vocab_entry(const std::string& key, int id, bool spm_space);
   void read_merges(const json& model);
@@ -121,6 +122,15 @@ Tokenizer HfTokenizerReader::read() {
 // How vocabulary strings map to bytes: byte-level if any pre-tokenizer or decoder says so; else
 // SentencePiece-style, where the decoders say whether U+2581 stands for a space (returned) and
 // whether a leading space is stripped.
+// A Strip decoder's `start` (a count of characters; a float or a negative is refused, not cast).
+int64_t HfTokenizerReader::strip_start(const json& decoder) const {
+  if (!decoder.contains("start")) return 0;
+  int64_t n = 0;
+  if (!json_int64(decoder["start"], &n) || n < 0)
+    fail("{}: decoder Strip 'start' must be a non-negative integer (got {})", where_, json_brief(decoder["start"]));
+  return n;
+}
+
 bool HfTokenizerReader::read_modes(const json& model, const std::vector<json>& pre, const std::vector<json>& decoders) {
   SymbolTable& s = bpe_->symbols;
   for (auto& p : pre) s.byte_level |= p.value("type", "") == "ByteLevel";
@@ -130,7 +140,7 @@ bool HfTokenizerReader::read_modes(const json& model, const std::vector<json>& p
     const std::string dt = d.value("type", "");
     if (dt == "Replace" && d.contains("pattern") && d["pattern"].value("String", "") == kSpmSpace) spm_space = true;
     if (dt == "Metaspace") spm_space = true;
-    if (dt == "Strip" && d.value("start", 0) > 0 && d.value("content", "") == " ") t_.strip_leading_space_ = true;
+    if (dt == "Strip" && strip_start(d) > 0 && d.value("content", "") == " ") t_.strip_leading_space_ = true;
     if (dt == "Metaspace" && d.value("prepend_scheme", "always") != "never") t_.strip_leading_space_ = true;
   }
   s.byte_fallback = model.value("byte_fallback", false);
