@@ -40,6 +40,13 @@ TEST(GrammarCompose, PrefixedRulesKeepLiteralsClassesAndBounds) {
   expect_language(p + "root ::= x-root\n", {"abroot item", "a-root item,b_root item"}, {"root item", "ab", "ab root item"});
 }
 
+// Text that is not a whole grammar (an unclosed bound or literal) still comes back, renamed as far
+// as it goes: it must never loop (the grammar's own parser reports the error).
+TEST(GrammarCompose, PrefixingUnfinishedTextEnds) {
+  EXPECT_EQ(constrain::prefix_rules("root ::= a{2", "x-"), "x-root ::= x-a{2");
+  EXPECT_EQ(constrain::prefix_rules("root ::= \"ab", "x-"), "x-root ::= \"ab");
+}
+
 // The automaton against the plain definition, on random texts over the markers' letters: the
 // text is accepted exactly when it is (free text without a marker) (marker continuation), or
 // ends without one when that is allowed.

@@ -35,7 +35,7 @@ std::string prefix_rules(const std::string& gbnf, const std::string& prefix) {
     size_t next = i + 1;
     if (c == '"' || c == '[') next = past_quoted(gbnf, i, c == '"' ? '"' : ']');
     else if (c == '#') next = std::min(gbnf.find('\n', i), gbnf.size());
-    else if (c == '{') next = std::min(gbnf.find('}', i) + 1, gbnf.size());
+    else if (c == '{') next = gbnf.find('}', i) == std::string::npos ? gbnf.size() : gbnf.find('}', i) + 1;
     else if (name_char(c)) {
       while (next < gbnf.size() && name_char(gbnf[next])) ++next;
       out += prefix;

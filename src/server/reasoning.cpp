@@ -2,8 +2,6 @@
 
 #include <fmt/format.h>
 
-#include <set>
-
 #include "constrain/compose.h"
 #include "constrain/regex.h"
 #include "core/error.h"
