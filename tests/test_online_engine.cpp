@@ -274,21 +274,35 @@ void serve(Scheduler& sched, int n, int first = 0) {
 
 // A version that serves worse than the one before it (live acceptance, once it has served enough
 // drafts) is rolled back on its own; one that serves as well stays.
+// A scheduler serving the rig's draft4 as version 0, its metrics counted per draft version, as
+// `serve --online-train` runs it.
+struct VersionedServing {
+  ServingMetrics metrics;
+  Scheduler sched;
+  std::unique_ptr<DraftVersions> versions;
+  VersionedServing(Rig& s, DraftVersions::Options o) : sched(test::pool(), s.bundle, *s.spec, options(), metrics) {
+    metrics.enable_online_training();
+    DraftHistory history;
+    history.entries.push_back({0, s.dir.file("draft4")});
+    versions = std::make_unique<DraftVersions>(sched, metrics, s.spec->served_draft(), history, "",
+                                               [&s](const std::string& d) { return s.load(d); }, o);
+  }
+  static SchedulerOptions options() {
+    SchedulerOptions so;
+    so.max_num_seqs = 4;
+    so.max_model_len = 256;
+    return so;
+  }
+};
+
 TEST(OnlineEngine, AVersionThatServesWorseIsRolledBack) {
   Rig s;
   s.write_draft(s.dir.file("noise"), 77, 3.0f);
-  ServingMetrics metrics;
-  metrics.enable_online_training();
-  SchedulerOptions so;
-  so.max_num_seqs = 4;
-  so.max_model_len = 256;
-  Scheduler sched(test::pool(), s.bundle, *s.spec, so, metrics);
+  VersionedServing vs(s, {.judge_drafts = 150, .max_drop = 0.1});
+  ServingMetrics& metrics = vs.metrics;
+  Scheduler& sched = vs.sched;
+  DraftVersions& v = *vs.versions;
   sched.run_on_engine([](EngineCore& e) { e.capture({}); });  // history only (swaps rebuild from it)
-  const std::shared_ptr<const ServedDraft>& initial = s.spec->served_draft();
-  DraftHistory history;
-  history.entries.push_back({0, s.dir.file("draft4")});
-  DraftVersions v(sched, metrics, initial, history, "", [&](const std::string& d) { return s.load(d); },
-                  {.judge_drafts = 150, .max_drop = 0.1});
   std::vector<int> rolled_to;
   v.on_rollback = [&](int version, const std::string&) { rolled_to.push_back(version); };
   serve(sched, 12);
@@ -305,11 +319,47 @@ TEST(OnlineEngine, AVersionThatServesWorseIsRolledBack) {
   EXPECT_EQ(v.current(), 0);
   // The same draft again, as version 2: judged and kept.
   EXPECT_TRUE(v.install(s.load(s.dir.file("draft4")), s.dir.file("draft4"), 2, "test", /*based_on=*/0));
-  for (int i = 0; metrics.version_metrics(2).num_drafts < 150 && i < 20; ++i) serve(sched, 4, 100 + 4 * i);
+  // On version 0's own traffic again: its last drafts, which the judgement compares with, came
+  // from these requests (other prompts would differ by more than max_drop on this tiny target).
+  serve(sched, 12);
+  ASSERT_GE(metrics.version_metrics(2).num_drafts, 150);
   v.check();
   EXPECT_EQ(v.current(), 2);
   EXPECT_EQ(rolled_to.size(), 1u);
   sched.shutdown();
+}
+
+// The automatic judgement compares a new version's drafts with its predecessor's latest ones,
+// not with its whole-life mean: traffic that turned harder for both is not held against the new
+// version (before, its whole-life mean rolled such a version back), while one that serves worse
+// than its predecessor did just before it still goes. /metrics shows each version's recent
+// acceptance and accepted tokens.
+TEST(OnlineEngine, AVersionIsJudgedAgainstItsPredecessorsLatestDrafts) {
+  Rig s;
+  VersionedServing vs(s, {.judge_drafts = 100, .max_drop = 0.1});
+  ServingMetrics& metrics = vs.metrics;
+  DraftVersions& v = *vs.versions;
+  auto drafts = [&](int n, int accepted) {
+    for (int i = 0; i < n; ++i) metrics.spec_step(3, accepted, 3);
+  };
+  drafts(1000, 3);  // easy traffic: acceptance length 4
+  drafts(100, 1);   // then harder: 2
+  EXPECT_DOUBLE_EQ(metrics.recent_acceptance(0).acceptance_length, 2.0);
+  EXPECT_GT(metrics.version_metrics(0).mean_acceptance_length(), 3.8);
+  ASSERT_TRUE(v.install(s.load(s.dir.file("draft5")), s.dir.file("draft5"), 1, "test"));
+  drafts(100, 1);  // as good as version 0 is now
+  v.check();
+  EXPECT_EQ(v.current(), 1);
+  ASSERT_TRUE(v.install(s.load(s.dir.file("draft4")), s.dir.file("draft4"), 2, "test"));
+  drafts(100, 0);  // 1.0 < 2.0 - 0.1
+  v.check();
+  EXPECT_EQ(v.current(), 1);
+  const std::string text = metrics.render("m");
+  EXPECT_NE(text.find("eaglet:spec_decode_recent_acceptance_length{model_name=\"m\",engine=\"0\",version=\"1\"} 2\n"),
+            std::string::npos) << text;
+  EXPECT_NE(text.find("eaglet:spec_decode_num_accepted_tokens_by_version{model_name=\"m\",engine=\"0\",version=\"0\"} 3100\n"),
+            std::string::npos) << text;
+  vs.sched.shutdown();
 }
 
 }  // namespace

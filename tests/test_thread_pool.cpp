@@ -48,6 +48,47 @@ TEST(ThreadPool, JobsAfterWorkersFellAsleep) {
   }
 }
 
+// Lending threads away (the online trainer's core on a busy server) while jobs run back to back,
+// from another thread, as the trainer does: every item still runs once, lent threads run none of
+// a job announced while they are lent, and returned ones work again.
+TEST(ThreadPool, LentThreadsSitOutJobsUntilReturned) {
+  ThreadPool pool(4);
+  std::atomic<bool> done{false};
+  std::thread lender([&] {
+    for (int i = 0; !done.load(); ++i) {
+      pool.lend(i % 4);
+      std::this_thread::sleep_for(std::chrono::microseconds(200 + 37 * (i % 7)));
+    }
+    pool.lend(0);
+  });
+  for (int j = 0; j < 3000; ++j) expect_each_item_once(pool, 1 + j % 113, 1 + j % 3);
+  done = true;
+  lender.join();
+  // Held lent: the highest-numbered threads never run a chunk.
+  pool.lend(2);
+  EXPECT_EQ(pool.lent(), 2);
+  for (int j = 0; j < 200; ++j) {
+    std::atomic<int> top{0};
+    pool.parallel_for(256, [&](int64_t, int64_t, int t) {
+      int seen = top.load();
+      while (t > seen && !top.compare_exchange_weak(seen, t)) {}
+    });
+    ASSERT_LE(top.load(), 1) << "job " << j;
+  }
+  pool.lend(9);  // at most size() - 1: the caller always runs
+  EXPECT_EQ(pool.lent(), 3);
+  expect_each_item_once(pool, 500, 1);
+  pool.lend(0);
+  std::atomic<int> top{0};
+  for (int j = 0; j < 200 && top.load() < 3; ++j)
+    pool.parallel_for(4096, [&](int64_t, int64_t, int t) {
+      std::this_thread::sleep_for(std::chrono::microseconds(20));
+      int seen = top.load();
+      while (t > seen && !top.compare_exchange_weak(seen, t)) {}
+    });
+  EXPECT_EQ(top.load(), 3);  // returned: the last worker takes chunks again
+}
+
 TEST(ThreadPool, ShutsDownFromSpinningAndSleepingStates) {
   for (int sleep_ms : {0, 5}) {
     ThreadPool pool(4);

@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 #include <httplib.h>
 
+#include <atomic>
 #include <chrono>
 #include <filesystem>
 #include <fstream>
@@ -130,6 +131,38 @@ TEST(OnlineTrainer, LearnsFromCapturedTrafficAndOffersLoadableCandidates) {
   OnlineTrainer again(*r.bundle.model, offered.back().dir, offered.back().version, r.options(r.dir.file("online")), {});
   EXPECT_GE(again.stats().steps, st.steps - st.steps % 10);
   EXPECT_GT(again.stats().steps, 0);
+}
+
+// While the engine is busy the trainer keeps to its busy share instead of stopping (before, a
+// saturated server never learned); a busy share of 0 pauses it, as an operator may ask.
+TEST(OnlineTrainer, KeepsLearningWhileTheEngineIsBusyWithinItsBusyShare) {
+  for (const double share : {0.5, 0.0}) {
+    Rig r;
+    OnlineTrainer::Hooks hooks;
+    hooks.busy = [] { return true; };
+    std::atomic<int> taken{0}, held{0};  // the engine's thread, taken for each busy step and given back
+    hooks.take_core = [&](bool take) {
+      if (take) ++taken;
+      held += take ? 1 : -1;
+    };
+    OnlineTrainOptions o = r.options(r.dir.file("online"));
+    o.busy_cpu_share = share;
+    OnlineTrainer t(*r.bundle.model, r.dir.file("draft"), 0, o, hooks);
+    t.start();
+    r.serve(&t, 24);
+    if (share > 0) {
+      ASSERT_TRUE(wait_for([&] { return t.stats().steps >= 5; }, 120)) << t.stats().steps << " steps";
+      const OnlineTrainStats st = t.stats();
+      EXPECT_GT(st.busy_train_seconds, 0);
+      EXPECT_DOUBLE_EQ(st.busy_train_seconds, st.train_seconds);  // busy all along
+    } else {
+      std::this_thread::sleep_for(std::chrono::seconds(1));
+      EXPECT_EQ(t.stats().steps, 0);
+    }
+    t.stop();
+    EXPECT_EQ(taken.load(), t.stats().steps);
+    EXPECT_EQ(held.load(), 0);
+  }
 }
 
 // A DFlash draft learns from the same captured traffic under its block loss (random anchors);
@@ -325,6 +358,7 @@ TEST_P(OnlineServeLoop, TrainsSwapsAndRollsBackWhileServingExactly) {
   const double version = metric(metrics, "eaglet:draft_version");
   EXPECT_GE(version, 1);
   EXPECT_NE(metrics.find("eaglet:spec_decode_acceptance_length{"), std::string::npos);
+  EXPECT_GT(metric(metrics, "eaglet:online_train_seconds_total"), 0);
   // Rollback: the API key is required; then one version back.
   auto denied = c.Post("/v1/draft/rollback", "", "application/json");
   ASSERT_TRUE(denied);
@@ -338,6 +372,24 @@ TEST_P(OnlineServeLoop, TrainsSwapsAndRollsBackWhileServingExactly) {
   auto m = c.Get("/metrics", auth);
   EXPECT_EQ(metric(m->body, "eaglet:draft_version"), b["version"].get<double>());
   EXPECT_GE(metric(m->body, "eaglet:draft_rollbacks_total"), 1);
+  // `loadtest --json` reports acceptance over time, each window split by the versions that served in it.
+  test::TempDir d;
+  const auto lt = test::run_command(test::eaglet_binary() + " loadtest --port " + std::to_string(s.port()) +
+                                    " --api-key k --concurrency 2 --requests 8 --max-tokens 16 --metrics-every 4"
+                                    " --json " + d.file("load.json") + " 2>&1");
+  ASSERT_EQ(lt.exit_code, 0) << lt.output;
+  EXPECT_NE(lt.output.find("acceptance length per 4 requests:"), std::string::npos) << lt.output;
+  const json windows = json::parse(read_text_file(d.file("load.json")))[0]["acceptance_over_time"];
+  ASSERT_EQ(windows.size(), 2u) << windows;
+  for (const json& w : windows) {
+    ASSERT_GT(w["drafts"].get<double>(), 0) << w;
+    double drafts = 0;
+    for (const auto& [v, x] : w["by_version"].items()) {
+      drafts += x["drafts"].get<double>();
+      EXPECT_GE(x["acceptance_length"].get<double>(), 1.0);
+    }
+    EXPECT_EQ(drafts, w["drafts"].get<double>()) << w;  // every draft counted under the version that drafted it
+  }
   EXPECT_EQ(s.terminate(), 0);
   EXPECT_TRUE(std::filesystem::exists(r.dir.file("online") + "/checkpoint/state.json"));
 }

@@ -8,7 +8,11 @@ appear neither in examples/stories260k/val_prompts.txt, the tuning set, nor in t
 200 of them) and OUT_DIR/openings80.txt (the first 80 characters, cut at a word, of validation
 paragraphs 1200 onwards; 100) and OUT_DIR/traffic.txt (every distinct validation sentence of 5 or
 more words that is neither in the training text nor a tuning prompt, in a seeded shuffled order:
-~7,000 prompts, the served traffic of the online-training experiment, docs/online-training.md).
+~7,000 prompts, the served traffic of the online-training experiment, docs/online-training.md),
+and that traffic split in two, each prompt cut to its first 60 characters (at a word):
+OUT_DIR/online_eval.txt (traffic prompts 0-2999, the slice the online-training figures are
+measured on and no choice was tuned on) and OUT_DIR/online_tune.txt (prompts 3500 onwards, the
+slice options were tuned on).
 The training recipe reads only tinystories_train_head_subset.txt.
 """
 import random
@@ -42,8 +46,10 @@ def main():
                 seen.add(t)
                 traffic.append(t)
     random.Random(0).shuffle(traffic)
+    cut60 = [t if len(t) <= 60 else t[:60].rsplit(" ", 1)[0] for t in traffic]
     os.makedirs(out, exist_ok=True)
-    for name, rows in (("first_sentences.txt", firsts), ("openings80.txt", openings), ("traffic.txt", traffic)):
+    for name, rows in (("first_sentences.txt", firsts), ("openings80.txt", openings), ("traffic.txt", traffic),
+                       ("online_eval.txt", cut60[:3000]), ("online_tune.txt", cut60[3500:])):
         with open(os.path.join(out, name), "w", encoding="utf-8") as f:
             f.write("\n".join(rows) + "\n")
         print(f"{len(rows)} prompts -> {os.path.join(out, name)}")

@@ -45,6 +45,57 @@ double metric_value(const std::string& text, const std::string& name) {
   return sp == std::string::npos ? 0 : std::atof(text.c_str() + sp + 2);
 }
 
+// The samples of a family labelled by draft version: {"3": value, ...}.
+nlohmann::json by_version(const std::string& text, const std::string& name) {
+  nlohmann::json out = nlohmann::json::object();
+  const std::string key = "version=\"";
+  for (size_t at = text.find("\n" + name + "{"); at != std::string::npos; at = text.find("\n" + name + "{", at + 1)) {
+    const size_t end = text.find("} ", at), v = text.find(key, at);
+    if (end == std::string::npos || v == std::string::npos || v > end) continue;
+    const size_t q = text.find('"', v + key.size());
+    out[text.substr(v + key.size(), q - v - key.size())] = std::atof(text.c_str() + end + 2);
+  }
+  return out;
+}
+
+// Acceptance over time: for each interval between two readings of /metrics, the mean
+// acceptance length, the version serving at its end, and each version's own over the interval.
+nlohmann::json acceptance_windows(const nlohmann::json& timeline) {
+  nlohmann::json out = nlohmann::json::array();
+  nlohmann::json prev = {{"requests", 0}, {"drafts", 0.0}, {"accepted_tokens", 0.0},
+                         {"versions", nlohmann::json::object()}};
+  for (const nlohmann::json& x : timeline) {
+    const double drafts = x["drafts"].get<double>() - prev["drafts"].get<double>();
+    nlohmann::json w = {{"from_requests", prev["requests"]}, {"to_requests", x["requests"]},
+                        {"drafts", drafts}, {"draft_version", x["draft_version"]}};
+    if (drafts > 0) w["acceptance_length"] = 1 + (x["accepted_tokens"].get<double>() - prev["accepted_tokens"].get<double>()) / drafts;
+    nlohmann::json per = nlohmann::json::object();
+    for (const auto& [v, c] : x["versions"].items()) {
+      const nlohmann::json before = prev["versions"].value(v, nlohmann::json{{"drafts", 0.0}, {"accepted_tokens", 0.0}});
+      const double d = c["drafts"].get<double>() - before["drafts"].get<double>();
+      if (d > 0)
+        per[v] = {{"drafts", d}, {"acceptance_length", 1 + (c["accepted_tokens"].get<double>() -
+                                                           before["accepted_tokens"].get<double>()) / d}};
+    }
+    w["by_version"] = per;
+    out.push_back(std::move(w));
+    prev = x;
+  }
+  return out;
+}
+
+// "acceptance length per 100 requests: 2.45 2.47 | v3 2.61 ...": a bar where the version changed.
+void print_acceptance_windows(const nlohmann::json& windows) {
+  std::string line = fmt::format("acceptance length per {} requests:", windows[0]["to_requests"].get<int>());
+  nlohmann::json version = windows[0]["draft_version"];
+  for (const nlohmann::json& w : windows) {
+    if (w["draft_version"] != version) line += fmt::format(" | v{}", w["draft_version"].get<double>());
+    version = w["draft_version"];
+    line += w.contains("acceptance_length") ? fmt::format(" {:.2f}", w["acceptance_length"].get<double>()) : " -";
+  }
+  std::printf("%s\n", line.c_str());
+}
+
 // One streamed completion: time to the first event, the gaps between later ones, their count and
 // (when kept) the text.
 struct Streamed {
@@ -106,7 +157,12 @@ struct Level {
 nlohmann::json timeline_point(httplib::Client& cli, const httplib::Headers& h, int at, double seconds, int64_t tokens) {
   auto m = cli.Get("/metrics", h);
   const std::string text = m && m->status == 200 ? m->body : "";
-  return {{"requests", at}, {"seconds", seconds}, {"output_tokens", tokens},
+  // Each draft version's cumulative counters (servers with online training).
+  const nlohmann::json drafts = by_version(text, "eaglet:spec_decode_num_drafts_by_version"),
+                       accepted = by_version(text, "eaglet:spec_decode_num_accepted_tokens_by_version");
+  nlohmann::json versions = nlohmann::json::object();
+  for (const auto& [v, d] : drafts.items()) versions[v] = {{"drafts", d}, {"accepted_tokens", accepted.value(v, 0.0)}};
+  return {{"requests", at}, {"seconds", seconds}, {"output_tokens", tokens}, {"versions", versions},
           {"drafts", metric_value(text, ":spec_decode_num_drafts_total")},
           {"accepted_tokens", metric_value(text, ":spec_decode_num_accepted_tokens_total")},
           {"draft_version", metric_value(text, "eaglet:draft_version")},
@@ -159,6 +215,10 @@ nlohmann::json run_level(const LoadOptions& o, const std::vector<std::string>& p
   std::printf("%11d %9d %12.1f %9.1fms %9.1fms %9.1fms %9.1fms%s\n", conc, done, L.tokens / wall,
               1e3 * percentile(L.ttft, 0.5), 1e3 * percentile(L.ttft, 0.99), 1e3 * percentile(L.itl, 0.5),
               1e3 * percentile(L.itl, 0.99), L.failures ? fmt::format("  ({} failed)", L.failures).c_str() : "");
+  std::sort(L.timeline.begin(), L.timeline.end(),  // (clients append their readings as they finish)
+            [](const nlohmann::json& a, const nlohmann::json& b) { return a["requests"] < b["requests"]; });
+  const nlohmann::json windows = acceptance_windows(L.timeline);
+  if (!windows.empty()) print_acceptance_windows(windows);
   if (!o.outputs.empty()) {
     std::sort(L.texts.begin(), L.texts.end());
     std::ofstream f(o.outputs);
@@ -168,7 +228,7 @@ nlohmann::json run_level(const LoadOptions& o, const std::vector<std::string>& p
   return {{"concurrency", conc}, {"requests", done}, {"failed", L.failures}, {"output_tokens_per_second", L.tokens / wall},
           {"ttft_p50_s", percentile(L.ttft, 0.5)}, {"ttft_p99_s", percentile(L.ttft, 0.99)},
           {"itl_p50_s", percentile(L.itl, 0.5)}, {"itl_p99_s", percentile(L.itl, 0.99)}, {"wall_s", wall},
-          {"timeline", L.timeline}};
+          {"timeline", L.timeline}, {"acceptance_over_time", windows}};
 }
 
 void run_load(const LoadOptions& o) {

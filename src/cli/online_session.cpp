@@ -4,6 +4,7 @@
 #include <spdlog/spdlog.h>
 
 #include "core/error.h"
+#include "core/thread_pool.h"
 #include "io/hf_cache.h"
 #include "train/online_trainer.h"
 
@@ -24,8 +25,8 @@ class Session : public OnlineSession {
 
 std::unique_ptr<OnlineSession> start_online_training(const OnlineTrainCliOptions& o, ModelBundle& bundle,
                                                      const SpecSetup& spec, const DraftHistory& history,
-                                                     Scheduler& scheduler, ServingMetrics& metrics,
-                                                     ServerOptions* server) {
+                                                     Scheduler& scheduler, ThreadPool& engine_pool,
+                                                     ServingMetrics& metrics, ServerOptions* server) {
   const std::shared_ptr<const ServedDraft>& initial = spec.served_draft();
   EAGLET_CHECK(initial, "--online-train trains an EAGLE-3 or DFlash draft: give one with --draft");
   EAGLET_CHECK(!o.train.dir.empty(), "--online-train needs --online-train-dir (checkpoints and draft versions go there)");
@@ -59,12 +60,17 @@ std::unique_ptr<OnlineSession> start_online_training(const OnlineTrainCliOptions
   hooks.busy = [&scheduler, pause_above] {
     return scheduler.num_waiting() > 0 || (pause_above < 1.0 && scheduler.utilization() > pause_above);
   };
+  // The engine runs a busy step on one thread fewer while the trainer computes on that core
+  // (a pool of one thread has none to spare: the trainer then shares a core, at its nice level).
+  hooks.take_core = [&engine_pool](bool take) { engine_pool.lend(take ? 1 : 0); };
   hooks.on_stats = [versions, &metrics](const OnlineTrainStats& st) {
     ServingMetrics::OnlineTraining m;
     m.steps = st.steps;
     m.samples = st.samples_trained;
     m.dropped = st.dropped;
     m.rejected = st.rejected;
+    m.train_seconds = st.train_seconds;
+    m.busy_train_seconds = st.busy_train_seconds;
     metrics.set_online_training(m);
     versions->check();
   };
@@ -80,8 +86,9 @@ std::unique_ptr<OnlineSession> start_online_training(const OnlineTrainCliOptions
   scheduler.run_on_engine([&](EngineCore& e) { e.capture(cap); });
   trainer->start();
   spdlog::info("online training on: {} of requests captured, trainer on {} thread(s) at nice {} within {:.0f}% of the "
-               "time, a candidate every {} steps, versions in {}", o.fraction, o.train.threads, o.train.nice,
-               100 * o.train.max_cpu_share, o.train.eval_every, o.train.dir);
+               "time ({:.0f}% while the engine is busy), a candidate every {} steps, versions in {}", o.fraction,
+               o.train.threads, o.train.nice, 100 * o.train.max_cpu_share, 100 * o.train.busy_cpu_share,
+               o.train.eval_every, o.train.dir);
   return s;
 }
 

@@ -17,8 +17,11 @@ void add_online_train_options(CLI::App* cmd, OnlineTrainCliOptions* o) {
   cmd->add_option("--online-train-fraction", o->fraction, "share of requests captured for training")->check(CLI::Range(0.0, 1.0));
   cmd->add_option("--online-train-threads", o->train.threads, "trainer threads")->check(CLI::PositiveNumber);
   cmd->add_option("--online-train-cpu-share", o->train.max_cpu_share, "most of the wall time the trainer computes")->check(CLI::Range(0.01, 1.0));
+  cmd->add_option("--online-train-busy-share", o->train.busy_cpu_share,
+                  "share of the wall time the trainer still computes while the engine is busy (0: pause)")
+      ->check(CLI::Range(0.0, 1.0));
   cmd->add_option("--online-train-pause-above", o->pause_above,
-                  "pause training while the engine is busy more than this share of the time, or requests wait (1: only when they wait)")
+                  "the engine counts as busy above this share of the time, or while requests wait (1: only when they wait)")
       ->check(CLI::Range(0.0, 1.0));
   cmd->add_option("--online-train-nice", o->train.nice, "trainer thread priority (Linux nice)")->check(CLI::Range(0, 19));
   cmd->add_option("--online-train-batch", o->train.batch_size, "sequences per step")->check(CLI::PositiveNumber);

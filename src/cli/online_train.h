@@ -6,6 +6,7 @@
 #include <memory>
 #include <string>
 
+#include "core/thread_pool.h"
 #include "engine/model_bundle.h"
 #include "runtime/draft_versions.h"
 #include "server/openai_server.h"
@@ -18,7 +19,7 @@ struct OnlineTrainCliOptions {
   OnlineTrainOptions train;    // the trainer's own (dir, threads, batch, guard, ...)
   double fraction = 1.0;       // CaptureOptions
   int max_tokens = 2048;
-  double pause_above = 0.8;    // engine utilization above which the trainer pauses
+  double pause_above = 0.8;    // engine utilization above which the trainer keeps to its busy share
   DraftVersions::Options versions;
 };
 void add_online_train_options(CLI::App* cmd, OnlineTrainCliOptions* o);
@@ -35,9 +36,10 @@ class OnlineSession {
   virtual ~OnlineSession() = default;  // stops the trainer (a checkpoint is saved)
 };
 // Starts capture and training; sets server->rollback_draft. `history`: what served, back() now.
+// `engine_pool`: the engine's threads, one of which the trainer takes while the engine is busy.
 std::unique_ptr<OnlineSession> start_online_training(const OnlineTrainCliOptions& o, ModelBundle& bundle,
                                                      const SpecSetup& spec, const DraftHistory& history,
-                                                     Scheduler& scheduler, ServingMetrics& metrics,
-                                                     ServerOptions* server);
+                                                     Scheduler& scheduler, ThreadPool& engine_pool,
+                                                     ServingMetrics& metrics, ServerOptions* server);
 
 }  // namespace eaglet::cli

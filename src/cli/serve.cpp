@@ -75,7 +75,7 @@ void run_serve(ServeOptions o) {
 #ifdef EAGLET_WITH_TRAINER
   std::unique_ptr<OnlineSession> online;
   if (o.online.enabled)
-    online = start_online_training(o.online, b, spec, history, scheduler, metrics, &o.server);
+    online = start_online_training(o.online, b, spec, history, scheduler, *pool, metrics, &o.server);
 #else
   EAGLET_CHECK(!o.online.enabled, "--online-train needs the trainer: this eaglet was built with EAGLET_WITH_TRAINER=OFF");
 #endif

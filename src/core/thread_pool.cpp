@@ -70,16 +70,17 @@ ThreadPool::~ThreadPool() {
   {
     std::lock_guard<std::mutex> lk(mu_);
     stop_ = true;
-    generation_.fetch_add(1);
+    announced_.fetch_add(uint64_t(1) << kThreadBits);
   }
   cv_start_.notify_all();
+  cv_returned_.notify_all();
   for (auto& t : workers_) t.join();
 }
 
 uint64_t ThreadPool::spin_for_job(uint64_t seen) const {
   Spinner spin;
   do {
-    const uint64_t g = generation_.load(std::memory_order_acquire);
+    const uint64_t g = announced_.load(std::memory_order_acquire);
     if (g != seen) return g;
   } while (spin.step());
   return seen;
@@ -92,12 +93,16 @@ void ThreadPool::worker_loop(int index) {
     if (g == seen) {
       std::unique_lock<std::mutex> lk(mu_);
       sleepers_.fetch_add(1);
-      cv_start_.wait(lk, [&] { return generation_.load() != seen; });
+      cv_start_.wait(lk, [&] { return announced_.load() != seen; });
       sleepers_.fetch_sub(1);
-      g = generation_.load();
+      g = announced_.load();
     }
     seen = g;
     if (stop_.load()) return;
+    if (index >= job_threads(g)) {  // lent: not counted in this job; sleep until returned
+      sleep_while_lent(index);
+      continue;
+    }
     // job_ and its bounds were written before the generation moved (release / acquire).
     run_chunks(index);
     if (pending_.fetch_sub(1, std::memory_order_acq_rel) == 1) {
@@ -107,29 +112,47 @@ void ThreadPool::worker_loop(int index) {
   }
 }
 
+// A job announced while this worker is returned includes it and cannot finish without it, so
+// the worker wakes for it: the loop reads the latest announcement next.
+void ThreadPool::sleep_while_lent(int index) {
+  std::unique_lock<std::mutex> lk(mu_);
+  cv_returned_.wait(lk, [&] { return stop_.load() || index < num_threads_ - lent_.load(); });
+}
+
+void ThreadPool::lend(int n) {
+  {
+    std::lock_guard<std::mutex> lk(mu_);
+    lent_.store(std::clamp(n, 0, num_threads_ - 1));
+  }
+  cv_returned_.notify_all();
+}
+
 void ThreadPool::parallel_for(int64_t n, const std::function<void(int64_t, int64_t, int)>& fn,
                               int64_t grain) {
   if (n <= 0) return;
   init_caller();
   grain = std::max<int64_t>(1, grain);
-  if (num_threads_ == 1 || n <= grain) {
+  if (num_threads_ - lent() <= 1 || n <= grain) {
     fn(0, n, 0);
     return;
   }
   std::lock_guard<std::mutex> run_lk(run_mu_);
   {
     std::lock_guard<std::mutex> lk(mu_);
+    const int threads = num_threads_ - lent_.load();
     job_ = &fn;
-    pending_.store(num_threads_ - 1, std::memory_order_relaxed);
+    job_threads_ = threads;
+    pending_.store(threads - 1, std::memory_order_relaxed);
     // Shares of whole grains, split as evenly as they go; chunks of about a sixteenth of a share
     // keep the wait for the last one short.
     const int64_t units = (n + grain - 1) / grain;
-    for (int t = 0; t < num_threads_; ++t) {
-      shares_[size_t(t)].next.store(std::min(n, units * t / num_threads_ * grain), std::memory_order_relaxed);
-      shares_[size_t(t)].end = std::min(n, units * (t + 1) / num_threads_ * grain);
+    for (int t = 0; t < threads; ++t) {
+      shares_[size_t(t)].next.store(std::min(n, units * t / threads * grain), std::memory_order_relaxed);
+      shares_[size_t(t)].end = std::min(n, units * (t + 1) / threads * grain);
     }
-    job_chunk_ = std::max<int64_t>(1, units / (int64_t(num_threads_) * 16)) * grain;
-    generation_.fetch_add(1, std::memory_order_release);
+    job_chunk_ = std::max<int64_t>(1, units / (int64_t(threads) * 16)) * grain;
+    const uint64_t generation = (announced_.load(std::memory_order_relaxed) >> kThreadBits) + 1;
+    announced_.store(generation << kThreadBits | uint64_t(threads), std::memory_order_release);
   }
   // A worker counts itself a sleeper under mu_ before testing the generation, so one that
   // missed the bump above is visible here.
@@ -147,8 +170,8 @@ void ThreadPool::parallel_for(int64_t n, const std::function<void(int64_t, int64
 }
 
 void ThreadPool::run_chunks(int index) {
-  for (int k = 0; k < num_threads_; ++k) {
-    Share& s = shares_[size_t((index + k) % num_threads_)];
+  for (int k = 0; k < job_threads_; ++k) {
+    Share& s = shares_[size_t((index + k) % job_threads_)];
     for (;;) {
       const int64_t b = s.next.fetch_add(job_chunk_, std::memory_order_relaxed);
       if (b >= s.end) break;

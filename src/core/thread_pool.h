@@ -48,11 +48,23 @@ class ThreadPool {
 
   static int default_threads();  // cores this process may run on
 
+  // Lends `n` threads (the highest-numbered workers; at most size() - 1) to other work until
+  // lend(0): jobs announced from then on run on the others, and the lent workers sleep, so their
+  // cores are free (the online trainer's guaranteed core on a busy server). Results do not
+  // change: they never depend on which or how many threads ran.
+  void lend(int n);
+  int lent() const { return lent_.load(std::memory_order_relaxed); }
+
  private:
   void worker_loop(int index);
+  void sleep_while_lent(int index);
   void run_chunks(int index);  // takes chunks of the current job, own share first, until none are left
-  // Spins until `generation_` moves past `seen` or the spin budget runs out; returns the new one.
+  // Spins until `announced_` moves past `seen` or the spin budget runs out; returns the new one.
   uint64_t spin_for_job(uint64_t seen) const;
+  // A job's announcement: its generation and how many threads run it, in one word, so a worker
+  // knows whether it takes part from the same read that tells it a job is there.
+  static constexpr int kThreadBits = 16;
+  static int job_threads(uint64_t announced) { return int(announced & ((1u << kThreadBits) - 1)); }
 
   // One thread's share of the current job: chunks start at `next` until it passes `end`.
   struct alignas(64) Share {
@@ -70,7 +82,10 @@ class ThreadPool {
   std::condition_variable cv_start_, cv_done_;
   std::unique_ptr<Share[]> shares_;
   // Written by parallel_for before it moves the generation, read by the workers after.
-  alignas(64) std::atomic<uint64_t> generation_{0};
+  alignas(64) std::atomic<uint64_t> announced_{0};  // generation << kThreadBits | threads of the job
+  int job_threads_ = 1;
+  std::atomic<int> lent_{0};
+  std::condition_variable cv_returned_;  // lent workers wait here until they are returned
   const std::function<void(int64_t, int64_t, int)>* job_ = nullptr;
   int64_t job_chunk_ = 1;
   alignas(64) std::atomic<int> pending_{0};  // workers still running the current job

@@ -56,6 +56,7 @@ DraftVersions::DraftVersions(Scheduler& scheduler, ServingMetrics& metrics, std:
                              const DraftHistory& history, std::string online_dir, Loader loader, Options opts)
     : scheduler_(scheduler), metrics_(metrics), online_dir_(std::move(online_dir)), loader_(std::move(loader)), opts_(opts) {
   EAGLET_CHECK(!history.entries.empty(), "internal: a draft history needs the serving version");
+  metrics_.set_recent_drafts(opts_.judge_drafts);
   for (const auto& e : history.entries)
     stack_.push_back({e.version, DraftHistory::resolve(online_dir_, e.dir), nullptr, true});
   stack_.back().draft = std::move(serving);
@@ -121,11 +122,14 @@ void DraftVersions::check() {
     const SpecMetrics now = metrics_.version_metrics(stack_.back().number);
     if (now.num_drafts < opts_.judge_drafts) return;
     stack_.back().judged = true;
-    const SpecMetrics prev = metrics_.version_metrics(stack_[stack_.size() - 2].number);
-    const double a = now.mean_acceptance_length(), b = prev.mean_acceptance_length();
-    spdlog::info("draft version {} after {} drafts: acceptance length {:.3f} (version {}: {:.3f})", stack_.back().number,
-                 now.num_drafts, a, stack_[stack_.size() - 2].number, b);
-    if (prev.num_drafts == 0 || a >= b - opts_.max_drop) return;
+    // Its latest drafts against its predecessor's last ones: two windows of the same length
+    // next to each other in time, so neither old traffic nor a short sample decides.
+    const ServingMetrics::Recent now_recent = metrics_.recent_acceptance(stack_.back().number);
+    const ServingMetrics::Recent prev = metrics_.recent_acceptance(stack_[stack_.size() - 2].number);
+    const double a = now_recent.acceptance_length, b = prev.acceptance_length;
+    spdlog::info("draft version {} over its last {} drafts: acceptance length {:.3f} (version {} over its last {}: "
+                 "{:.3f})", stack_.back().number, now_recent.drafts, a, stack_[stack_.size() - 2].number, prev.drafts, b);
+    if (prev.drafts == 0 || a >= b - opts_.max_drop) return;
     why = fmt::format("automatic: live acceptance length {:.3f} < {:.3f} - {:.2f} of the version before", a, b,
                       opts_.max_drop);
   }

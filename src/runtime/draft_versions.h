@@ -1,8 +1,8 @@
 // The draft versions (EAGLE-3 or DFlash) a server with online training has served. A candidate
 // the trainer's guard passed is installed: swapped into the engine between two steps (every
 // running sequence keeps its exact output; its draft state is rebuilt). Once a version has served `judge_drafts`
-// drafts, its live acceptance length is compared with its predecessor's; if it fell by more than
-// `max_drop`, it is rolled back automatically. POST /v1/draft/rollback rolls back by hand.
+// drafts, its live acceptance length over them is compared with its predecessor's over its last as
+// many; if it fell by more than `max_drop`, it is rolled back automatically. POST /v1/draft/rollback rolls back by hand.
 //
 // The history (which versions served, in order) lives in DIR/versions.json, rewritten atomically
 // and durably at every install and rollback, so a restarted server serves what was serving and
@@ -42,7 +42,9 @@ struct DraftHistory {
 class DraftVersions {
  public:
   struct Options {
-    int64_t judge_drafts = 300;  // drafts a new version serves before it is judged
+    // Drafts a new version serves before it is judged, against as many of its predecessor's last
+    // drafts (2000: a 100-request window of 64 tokens at acceptance 2.5 varies by ~0.025).
+    int64_t judge_drafts = 2000;
     double max_drop = 0.15;      // acceptance length it may lose against its predecessor
   };
   // Loads an earlier version's draft when a rollback reaches one this process never loaded.

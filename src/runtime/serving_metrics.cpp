@@ -1,5 +1,6 @@
 #include "runtime/serving_metrics.h"
 
+#include <algorithm>
 #include <fmt/format.h>
 
 #include "core/system_memory.h"
@@ -109,7 +110,19 @@ void ServingMetrics::spec_step(int drafted, int accepted, int depth) {
   std::lock_guard<std::mutex> lk(mu_);
   spec_.record(drafted, accepted, depth);
   interval_.record(drafted, accepted, depth);
-  if (online_on_) by_version_[draft_version_].record(drafted, accepted, depth);
+  if (online_on_) {
+    by_version_[draft_version_].record(drafted, accepted, depth);
+    Window& w = recent_[draft_version_];
+    const uint16_t a = uint16_t(std::clamp(accepted, 0, 65535));
+    if (int64_t(w.accepted.size()) < recent_drafts_) {
+      w.accepted.push_back(a);
+    } else {
+      w.sum -= w.accepted[w.next];
+      w.accepted[w.next] = a;
+      w.next = (w.next + 1) % w.accepted.size();
+    }
+    w.sum += a;
+  }
   draft_tokens_.observe(drafted);
 }
 
@@ -147,6 +160,20 @@ SpecMetrics ServingMetrics::version_metrics(int version) const {
   return it == by_version_.end() ? SpecMetrics{} : it->second;
 }
 
+ServingMetrics::Recent ServingMetrics::recent_acceptance(int version) const {
+  std::lock_guard<std::mutex> lk(mu_);
+  auto it = recent_.find(version);
+  if (it == recent_.end() || it->second.accepted.empty()) return {};
+  const Window& w = it->second;
+  return {int64_t(w.accepted.size()), 1.0 + double(w.sum) / double(w.accepted.size())};
+}
+
+void ServingMetrics::set_recent_drafts(int64_t n) {
+  std::lock_guard<std::mutex> lk(mu_);
+  recent_drafts_ = std::max<int64_t>(1, n);
+  recent_.clear();  // (set before serving: windows of another length would mix)
+}
+
 void ServingMetrics::set_gauges(int running, int waiting, double kv_usage) {
   std::lock_guard<std::mutex> lk(mu_);
   running_ = running;
@@ -177,6 +204,10 @@ std::string ServingMetrics::render_online(const std::string& l) const {
   own("online_train_steps_total", "counter", "Optimiser steps of the online trainer.", double(online_.steps));
   own("online_train_samples_total", "counter", "Served sequences the online trainer trained on.", double(online_.samples));
   own("online_train_dropped_samples_total", "counter", "Captured sequences dropped because the trainer's queue was full.", double(online_.dropped));
+  own("online_train_seconds_total", "counter", "Wall seconds the online trainer spent stepping.", online_.train_seconds);
+  own("online_train_busy_seconds_total", "counter",
+      "Of those, seconds while the engine was busy (the share --online-train-busy-share guarantees).",
+      online_.busy_train_seconds);
   own("draft_swaps_total", "counter", "Candidate drafts swapped in after passing the guard.", double(swaps_));
   own("draft_rejected_total", "counter", "Candidate drafts the guard turned down.", double(online_.rejected));
   own("draft_rollbacks_total", "counter", "Draft versions rolled back (automatically or by POST /v1/draft/rollback).", double(rollbacks_));
@@ -188,6 +219,19 @@ std::string ServingMetrics::render_online(const std::string& l) const {
          "# TYPE eaglet:spec_decode_num_drafts_by_version counter\n";
   for (const auto& [v, m] : by_version_)
     out += fmt::format("eaglet:spec_decode_num_drafts_by_version{{{},version=\"{}\"}} {}\n", l, v, m.num_drafts);
+  out += fmt::format("# HELP eaglet:spec_decode_recent_acceptance_length Acceptance length of each draft version over "
+                     "its last {} drafts (where it stands now; the automatic rollback compares these).\n"
+                     "# TYPE eaglet:spec_decode_recent_acceptance_length gauge\n", recent_drafts_);
+  for (const auto& [v, w] : recent_)
+    if (!w.accepted.empty())
+      out += fmt::format("eaglet:spec_decode_recent_acceptance_length{{{},version=\"{}\"}} {}\n", l, v,
+                         1.0 + double(w.sum) / double(w.accepted.size()));
+  // With the drafts, rate() of both gives each version's acceptance over any window of time.
+  out += "# HELP eaglet:spec_decode_num_accepted_tokens_by_version Draft tokens accepted with each draft version.\n"
+         "# TYPE eaglet:spec_decode_num_accepted_tokens_by_version counter\n";
+  for (const auto& [v, m] : by_version_)
+    out += fmt::format("eaglet:spec_decode_num_accepted_tokens_by_version{{{},version=\"{}\"}} {}\n", l, v,
+                       m.num_accepted_tokens);
   return out;
 }
 

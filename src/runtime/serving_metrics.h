@@ -48,6 +48,7 @@ class ServingMetrics : public EngineObserver {
   struct OnlineTraining {
     int64_t steps = 0, samples = 0, dropped = 0;  // trainer steps, samples trained on, samples dropped (queue full)
     int64_t rejected = 0;  // candidates the guard turned down
+    double train_seconds = 0, busy_train_seconds = 0;  // trainer stepping; of it, while the engine was busy
   };
   void enable_online_training() { std::lock_guard<std::mutex> lk(mu_); online_on_ = true; }
   void set_online_training(const OnlineTraining& t);
@@ -59,6 +60,14 @@ class ServingMetrics : public EngineObserver {
   void count_draft_rollback();
   // Speculation counters of one draft version (empty when it never served).
   SpecMetrics version_metrics(int version) const;
+  // A version's acceptance over its most recent drafts, at most `recent_drafts` of them (set by
+  // set_recent_drafts, 2000 by default): where it stands now, not its whole-life mean.
+  struct Recent {
+    int64_t drafts = 0;
+    double acceptance_length = 1.0;
+  };
+  Recent recent_acceptance(int version) const;
+  void set_recent_drafts(int64_t n);
   std::string render(const std::string& model_name) const;
   // vLLM-style "SpecDecoding metrics: ..." for the interval since the last call.
   std::string take_interval_summary();
@@ -83,6 +92,14 @@ class ServingMetrics : public EngineObserver {
   int64_t constrained_requests_ = 0, masks_ = 0, refused_drafts_ = 0;
   double mask_seconds_ = 0;
   std::map<int, SpecMetrics> by_version_;
+  // The accepted tokens of each version's last recent_drafts_ drafts (a ring).
+  struct Window {
+    std::vector<uint16_t> accepted;
+    size_t next = 0;
+    int64_t sum = 0;
+  };
+  int64_t recent_drafts_ = 2000;
+  std::map<int, Window> recent_;
 };
 
 }  // namespace eaglet

@@ -5,6 +5,7 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <filesystem>
 #include <fstream>
@@ -76,6 +77,23 @@ std::vector<torch::Tensor> trainable(torch::nn::Module& m) {
   return out;
 }
 
+// One of the engine's threads for the length of a step (Hooks::take_core), returned however the
+// step ends.
+class CoreLoan {
+ public:
+  CoreLoan(const std::function<void(bool)>& take, bool wanted) : take_(wanted && take ? &take : nullptr) {
+    if (take_) (*take_)(true);
+  }
+  ~CoreLoan() {
+    if (take_) (*take_)(false);
+  }
+  CoreLoan(const CoreLoan&) = delete;
+  CoreLoan& operator=(const CoreLoan&) = delete;
+
+ private:
+  const std::function<void(bool)>* take_;
+};
+
 // The first version number no folder in `dir` has: a crash after a version was exported but
 // before the checkpoint recorded it must not make the next export overwrite it.
 int first_free_version(const std::string& dir, int at_least) {
@@ -114,6 +132,7 @@ OnlineTrainer::OnlineTrainer(const Model& target, const std::string& draft_dir, 
   EAGLET_CHECK(opts_.batch_size > 0 && opts_.eval_every > 0 && opts_.ttt_steps > 0 && opts_.replay_size > 0,
                "--online-train: batch size, eval interval, TTT steps and replay size must be positive");
   EAGLET_CHECK(opts_.max_cpu_share > 0 && opts_.max_cpu_share <= 1, "--online-train-cpu-share must be in (0, 1]");
+  EAGLET_CHECK(opts_.busy_cpu_share >= 0 && opts_.busy_cpu_share <= 1, "--online-train-busy-share must be in [0, 1]");
   EAGLET_CHECK(opts_.num_anchors > 0, "--online-train-anchors must be positive");
   fs::create_directories(opts_.dir);
   State& s = *st_;
@@ -246,13 +265,26 @@ void OnlineTrainer::run() {
   int64_t saved_step = stats().steps;
   while (take_arrivals()) {
     State& s = *st_;
-    if ((hooks_.busy && hooks_.busy()) || s.fresh.size() + s.replay.size() < size_t(opts_.batch_size)) {
+    const bool busy = hooks_.busy && hooks_.busy();
+    const double share = busy ? std::min(opts_.busy_cpu_share, opts_.max_cpu_share) : opts_.max_cpu_share;
+    if (share <= 0 || s.fresh.size() + s.replay.size() < size_t(opts_.batch_size)) {
       std::unique_lock<std::mutex> lk(mu_);
       cv_.wait_for(lk, std::chrono::milliseconds(50), [&] { return stop_ || !queue_.empty(); });
       continue;
     }
     const auto t0 = clock_type::now();
-    OnlineTrainStats now = train_step(pool);
+    {
+      CoreLoan loan(hooks_.take_core, busy);
+      train_step(pool);
+    }
+    const double step_seconds = std::chrono::duration<double>(clock_type::now() - t0).count();
+    OnlineTrainStats now;
+    {
+      std::lock_guard<std::mutex> lk(mu_);
+      stats_.train_seconds += step_seconds;
+      if (busy) stats_.busy_train_seconds += step_seconds;
+      now = stats_;
+    }
     if (now.steps % opts_.eval_every == 0) now = judge_candidate(pool, now);
     const double since_save = std::chrono::duration<double>(clock_type::now() - s.last_save).count();
     if (now.steps % opts_.save_every == 0 || since_save >= opts_.save_every_seconds) {
@@ -260,9 +292,9 @@ void OnlineTrainer::run() {
       saved_step = now.steps;
     }
     if (hooks_.on_stats) hooks_.on_stats(now);
-    // Stay within the CPU share: sleep in proportion to the step just taken.
+    // Stay within the CPU share: sleep in proportion to the step (and judgement) just taken.
     const double dt = std::chrono::duration<double>(clock_type::now() - t0).count();
-    const double pause = dt * (1.0 / opts_.max_cpu_share - 1.0);
+    const double pause = dt * (1.0 / share - 1.0);
     std::unique_lock<std::mutex> lk(mu_);
     cv_.wait_for(lk, std::chrono::duration<double>(pause), [&] { return stop_; });
   }

@@ -3,7 +3,8 @@
 //
 // The engine core captures finished sequences with the target's taps at every position it ran
 // (engine/sample_sink.h); consume() queues them. A background thread, at low priority and on at
-// most a set share of one core, pauses while requests wait for admission, then trains the same
+// most a set share of one core (a smaller guaranteed one while the engine is busy, so a saturated
+// server still learns), trains the same
 // draft module with the same objective as `eaglet train` (train/objective.h: an EAGLE-3 draft
 // under the TTT unroll, a DFlash draft under the block loss at random anchors) on batches that mix
 // the newest traffic with a reservoir of everything seen (so the draft does not forget). Every
@@ -33,7 +34,10 @@ struct OnlineTrainOptions {
   std::string dir;             // checkpoint/, versions v1/ v2/ ..., versions.json, metrics.jsonl
   int threads = 1;             // the trainer's threads (libtorch and the target-logit matmuls)
   int nice = 10;               // scheduling priority of those threads (Linux nice; 0 = as the server)
-  double max_cpu_share = 0.5;  // busy at most this share of the wall time (sleeps in between)
+  // Computes at most this share of the wall time (sleeps in between): at nice 10 all the engine
+  // leaves it (steps per served request are what the gain follows, docs/online-training.md),
+  double max_cpu_share = 1.0;
+  double busy_cpu_share = 0.2;  // and this share while the engine is busy (Hooks::busy; 0: pause)
   int batch_size = 8;
   double lr = 1e-3;            // AdamW (0.9, 0.95), constant after `warmup` steps
   int warmup = 20;
@@ -56,6 +60,7 @@ struct OnlineTrainOptions {
 
 struct OnlineTrainStats {
   int64_t steps = 0, samples_seen = 0, samples_trained = 0, dropped = 0;
+  double train_seconds = 0, busy_train_seconds = 0;  // wall time stepping; of it, while the engine was busy
   int64_t candidates = 0, rejected = 0, accepted = 0;
   int serving_version = 0;
   double last_serving_score = 0, last_candidate_score = 0;
@@ -73,7 +78,11 @@ class OnlineTrainer : public SampleSink {
   struct Hooks {
     // The guard passed `c`: swap it in; false if that failed (the trainer then keeps the old one).
     std::function<bool(const Candidate& c)> install;
-    std::function<bool()> busy;  // requests are waiting: pause
+    std::function<bool()> busy;  // the engine is busy: train within busy_cpu_share only
+    // Around each step taken while the engine is busy (true before, false after): the engine
+    // lends the trainer one of its threads, so the busy share is a core of its own, not a
+    // time slice fought over at a low priority (which slowed every engine step instead).
+    std::function<void(bool take)> take_core;
     std::function<void(const OnlineTrainStats&)> on_stats;
   };
 
