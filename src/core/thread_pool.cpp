@@ -51,7 +51,8 @@ thread_local uint64_t t_initialised_for = 0;  // the serial of the pool whose th
 }  // namespace
 
 ThreadPool::ThreadPool(int num_threads, std::function<void(int)> thread_init)
-    : num_threads_(num_threads > 0 ? num_threads : default_threads()), thread_init_(std::move(thread_init)),
+    : num_threads_(std::min(num_threads > 0 ? num_threads : default_threads(), (1 << kThreadBits) - 1)),
+      thread_init_(std::move(thread_init)),
       serial_(++g_pool_serial), shares_(std::make_unique<Share[]>(size_t(num_threads_))) {
   for (int i = 1; i < num_threads_; ++i)
     workers_.emplace_back([this, i] {
