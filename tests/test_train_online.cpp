@@ -21,6 +21,7 @@
 #include "engine/model_bundle.h"
 #include "models/dflash.h"
 #include "models/eagle3.h"
+#include "support/raw_http.h"
 #include "support/server_process.h"
 #include "support/synthetic_dflash.h"
 #include "support/synthetic_eagle3.h"
@@ -305,12 +306,6 @@ TEST(OnlineTrainer, TrainsEagle31Drafts) {
   expect_engine_matches_module(r.dir.file("eagle31"), *r.bundle.model, *draft);
 }
 
-double metric(const std::string& text, const std::string& name) {
-  const size_t at = text.find("\n" + name + "{");
-  if (at == std::string::npos) return -1;
-  return std::atof(text.c_str() + text.find("} ", at) + 2);
-}
-
 // The whole loop in the real server, for an EAGLE-3 and a DFlash draft: requests are captured and
 // trained on, versions swap in, every greedy output stays the target's own, the metrics say so,
 // and the rollback endpoint is an admin one.
@@ -350,15 +345,15 @@ TEST_P(OnlineServeLoop, TrainsSwapsAndRollsBackWhileServingExactly) {
     auto m = c.Get("/metrics", auth);
     ASSERT_TRUE(m);
     metrics = m->body;
-    if (metric(metrics, "eaglet:draft_swaps_total") >= 1 && i >= 60) break;
+    if (test::metric(metrics, "eaglet:draft_swaps_total") >= 1 && i >= 60) break;
   }
-  EXPECT_GT(metric(metrics, "eaglet:online_train_steps_total"), 0);
-  EXPECT_GT(metric(metrics, "eaglet:online_train_samples_total"), 0);
-  ASSERT_GE(metric(metrics, "eaglet:draft_swaps_total"), 1) << metrics;
-  const double version = metric(metrics, "eaglet:draft_version");
+  EXPECT_GT(test::metric(metrics, "eaglet:online_train_steps_total"), 0);
+  EXPECT_GT(test::metric(metrics, "eaglet:online_train_samples_total"), 0);
+  ASSERT_GE(test::metric(metrics, "eaglet:draft_swaps_total"), 1) << metrics;
+  const double version = test::metric(metrics, "eaglet:draft_version");
   EXPECT_GE(version, 1);
   EXPECT_NE(metrics.find("eaglet:spec_decode_acceptance_length{"), std::string::npos);
-  EXPECT_GT(metric(metrics, "eaglet:online_train_seconds_total"), 0);
+  EXPECT_GT(test::metric(metrics, "eaglet:online_train_seconds_total"), 0);
   // Rollback: the API key is required; then one version back.
   auto denied = c.Post("/v1/draft/rollback", "", "application/json");
   ASSERT_TRUE(denied);
@@ -370,8 +365,8 @@ TEST_P(OnlineServeLoop, TrainsSwapsAndRollsBackWhileServingExactly) {
   EXPECT_EQ(b["rolled_back"], true);
   EXPECT_LT(b["version"].get<double>(), version);
   auto m = c.Get("/metrics", auth);
-  EXPECT_EQ(metric(m->body, "eaglet:draft_version"), b["version"].get<double>());
-  EXPECT_GE(metric(m->body, "eaglet:draft_rollbacks_total"), 1);
+  EXPECT_EQ(test::metric(m->body, "eaglet:draft_version"), b["version"].get<double>());
+  EXPECT_GE(test::metric(m->body, "eaglet:draft_rollbacks_total"), 1);
   // `loadtest --json` reports acceptance over time, each window split by the versions that served in it.
   test::TempDir d;
   const auto lt = test::run_command(test::eaglet_binary() + " loadtest --port " + std::to_string(s.port()) +
