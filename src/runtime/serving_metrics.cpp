@@ -112,16 +112,7 @@ void ServingMetrics::spec_step(int drafted, int accepted, int depth) {
   interval_.record(drafted, accepted, depth);
   if (online_on_) {
     by_version_[draft_version_].record(drafted, accepted, depth);
-    Window& w = recent_[draft_version_];
-    const uint16_t a = uint16_t(std::clamp(accepted, 0, 65535));
-    if (int64_t(w.accepted.size()) < recent_drafts_) {
-      w.accepted.push_back(a);
-    } else {
-      w.sum -= w.accepted[w.next];
-      w.accepted[w.next] = a;
-      w.next = (w.next + 1) % w.accepted.size();
-    }
-    w.sum += a;
+    recent_[draft_version_].add(accepted, recent_drafts_);
   }
   draft_tokens_.observe(drafted);
 }
@@ -160,12 +151,23 @@ SpecMetrics ServingMetrics::version_metrics(int version) const {
   return it == by_version_.end() ? SpecMetrics{} : it->second;
 }
 
+void ServingMetrics::Window::add(int accepted_tokens, int64_t capacity) {
+  const uint16_t a = uint16_t(std::clamp(accepted_tokens, 0, 65535));
+  if (int64_t(accepted.size()) < capacity) {
+    accepted.push_back(a);
+  } else {
+    sum -= accepted[next];
+    accepted[next] = a;
+    next = (next + 1) % accepted.size();
+  }
+  sum += a;
+}
+
 ServingMetrics::Recent ServingMetrics::recent_acceptance(int version) const {
   std::lock_guard<std::mutex> lk(mu_);
   auto it = recent_.find(version);
   if (it == recent_.end() || it->second.accepted.empty()) return {};
-  const Window& w = it->second;
-  return {int64_t(w.accepted.size()), 1.0 + double(w.sum) / double(w.accepted.size())};
+  return {int64_t(it->second.accepted.size()), it->second.acceptance_length()};
 }
 
 void ServingMetrics::set_recent_drafts(int64_t n) {
@@ -225,7 +227,7 @@ std::string ServingMetrics::render_online(const std::string& l) const {
   for (const auto& [v, w] : recent_)
     if (!w.accepted.empty())
       out += fmt::format("eaglet:spec_decode_recent_acceptance_length{{{},version=\"{}\"}} {}\n", l, v,
-                         1.0 + double(w.sum) / double(w.accepted.size()));
+                         w.acceptance_length());
   // With the drafts, rate() of both gives each version's acceptance over any window of time.
   out += "# HELP eaglet:spec_decode_num_accepted_tokens_by_version Draft tokens accepted with each draft version.\n"
          "# TYPE eaglet:spec_decode_num_accepted_tokens_by_version counter\n";

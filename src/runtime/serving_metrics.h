@@ -92,11 +92,13 @@ class ServingMetrics : public EngineObserver {
   int64_t constrained_requests_ = 0, masks_ = 0, refused_drafts_ = 0;
   double mask_seconds_ = 0;
   std::map<int, SpecMetrics> by_version_;
-  // The accepted tokens of each version's last recent_drafts_ drafts (a ring).
+  // The accepted tokens of each version's last `capacity` drafts (a ring).
   struct Window {
     std::vector<uint16_t> accepted;
     size_t next = 0;
     int64_t sum = 0;
+    void add(int accepted_tokens, int64_t capacity);
+    double acceptance_length() const { return 1.0 + double(sum) / double(accepted.size()); }
   };
   int64_t recent_drafts_ = 2000;
   std::map<int, Window> recent_;

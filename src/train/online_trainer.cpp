@@ -341,7 +341,7 @@ bool OnlineTrainer::take_arrivals() {
 // One optimiser step. The batch: the newest traffic first (up to half), the rest drawn from the
 // reservoir (by pointer: a sample is [T, 4H] floats, not to be copied per step); what was fresh
 // then joins the reservoir.
-OnlineTrainStats OnlineTrainer::train_step(ThreadPool& pool) {
+void OnlineTrainer::train_step(ThreadPool& pool) {
   State& s = *st_;
   const size_t B = size_t(opts_.batch_size);
   std::vector<HiddenSample> trained_fresh;
@@ -386,7 +386,6 @@ OnlineTrainStats OnlineTrainer::train_step(ThreadPool& pool) {
     s.log.write({{"kind", "train"}, {"step", now.steps}, {"loss", res.loss.item<double>()}, {"lr", lr},
                  {"samples_seen", now.samples_seen}, {"samples_trained", now.samples_trained},
                  {"dropped", now.dropped}, {"replay", s.replay.size()}, {"held_back", s.eval.size()}});
-  return now;
 }
 
 // The guard: the module now against the serving weights, by acceptance length on the held-back

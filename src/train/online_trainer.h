@@ -102,7 +102,7 @@ class OnlineTrainer : public SampleSink {
   void run();
   // The steps of run(), on the trainer thread.
   bool take_arrivals();
-  OnlineTrainStats train_step(ThreadPool& pool);
+  void train_step(ThreadPool& pool);
   OnlineTrainStats judge_candidate(ThreadPool& pool, const OnlineTrainStats& now);
   // Resumes from DIR/checkpoint, else from DIR/checkpoint.old (a crash between the two renames of
   // a save leaves only that), skipping with a warning any that does not load.
