@@ -27,11 +27,11 @@ TEST(CostModel, MeasuresEveryTokenCountUpTo64AndNeverFallsWithMore) {
   for (size_t i = 1; i < m.points().size(); ++i) EXPECT_GE(m.points()[i].second, m.points()[i - 1].second);
 }
 
-TEST(CostModel, SmoothingRemovesBumpsButKeepsTheTilePassStep) {
+TEST(CostModel, SmoothingRemovesBumpsButKeepsTheTileSteps) {
   // Noise put a bump at 6 (the marginal cost of the 6th token looked 4x the next ones') and a
-  // dent at 12; beyond 32 tokens a second tile pass costs a step.
-  const CostModel raw({{1, 1.00}, {4, 1.04}, {5, 1.05}, {6, 1.10}, {8, 1.10}, {12, 1.10}, {16, 1.20}, {32, 1.50},
-                       {33, 2.00}, {48, 2.10}, {64, 2.40}});
+  // dent at 12; the 17th token opens a second row of tiles and the 33rd a second pass: steps.
+  const CostModel raw({{1, 1.00}, {4, 1.04}, {5, 1.05}, {6, 1.10}, {8, 1.10}, {12, 1.10}, {16, 1.12}, {17, 1.30},
+                       {20, 1.33}, {24, 1.40}, {32, 1.50}, {33, 2.00}, {48, 2.10}, {64, 2.40}});
   const CostModel m = raw.smoothed();
   ASSERT_EQ(sizes_of(m), sizes_of(raw));
   for (size_t i = 1; i < m.points().size(); ++i) {
@@ -45,6 +45,11 @@ TEST(CostModel, SmoothingRemovesBumpsButKeepsTheTilePassStep) {
   EXPECT_LE(slope(5, 6), slope(6, 8) + 1e-12);
   EXPECT_LE(slope(8, 12), slope(12, 16) + 1e-12);
   EXPECT_DOUBLE_EQ(m.target_seconds(1), 1.00);
+  EXPECT_DOUBLE_EQ(m.target_seconds(16), 1.12);
+  // A hull over 1..32 would put 17..31 on the line from 16 to 32 (c(17) 1.14, c(20) 1.21), pricing
+  // trees of 16-30 nodes below what they cost.
+  EXPECT_DOUBLE_EQ(m.target_seconds(17), 1.30);
+  EXPECT_DOUBLE_EQ(m.target_seconds(20), 1.33);
   EXPECT_DOUBLE_EQ(m.target_seconds(32), 1.50);
   EXPECT_DOUBLE_EQ(m.target_seconds(33), 2.00);  // the step to a second pass stays
   EXPECT_DOUBLE_EQ(m.target_seconds(64), 2.40);

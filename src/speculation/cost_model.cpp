@@ -48,10 +48,11 @@ std::vector<int> sizes_that_fit(const Model& target, const std::vector<int>& siz
 }  // namespace
 
 const std::vector<int>& CostModel::measured_sizes() {
-  // 32 and 33 both: on AMX a forward of up to 32 tokens runs tiles of exactly its rows, 33 adds a
-  // pass of mostly padding (measured: a 33-token tree step cost 1.25x a 32-token one), a step
-  // that interpolation between 32 and 40 would hide.
-  static const std::vector<int> sizes{1, 2, 3, 4, 5, 6, 8, 10, 12, 16, 20, 24, 28, 32, 33, 40, 48, 64};
+  // Both sides of each tile-row step (kTileRowSteps), which interpolation would hide: 16 and 17
+  // (the AMX and AVX-512 BF16 kernels' 17th row opens a second row of tiles: measured 1.16 -> 1.34
+  // from 16 to 20 tokens on AMX), 32 and 33 (a second pass of mostly padding: a 33-token tree step
+  // cost 1.25x a 32-token one).
+  static const std::vector<int> sizes{1, 2, 3, 4, 5, 6, 8, 10, 12, 16, 17, 20, 24, 28, 32, 33, 40, 48, 64};
   return sizes;
 }
 
@@ -190,15 +191,26 @@ CostModel CostModel::smoothed() const {
     }
     return pts;
   };
-  std::vector<std::pair<int, double>> first, rest;
-  for (const auto& p : points_) (p.first <= kTilePassRows ? first : rest).push_back(p);
-  std::vector<std::pair<int, double>> out = hull(first);
-  if (!rest.empty()) {
-    // The second segment starts no lower than the first ends (costs never fall with more tokens).
-    rest = hull(rest);
-    for (auto& p : rest) p.second = std::max(p.second, out.back().second);
-    out.insert(out.end(), rest.begin(), rest.end());
+  // One hull per segment between tile-row steps; each segment starts no lower than the one before
+  // ends (costs never fall with more tokens).
+  std::vector<std::pair<int, double>> out, segment;
+  size_t step = 0;
+  auto flush = [&] {
+    if (segment.empty()) return;
+    for (auto& p : hull(std::move(segment))) {
+      if (!out.empty()) p.second = std::max(p.second, out.back().second);
+      out.push_back(p);
+    }
+    segment.clear();
+  };
+  for (const auto& p : points_) {
+    while (step < kTileRowSteps.size() && p.first > kTileRowSteps[step]) {
+      flush();
+      ++step;
+    }
+    segment.push_back(p);
   }
+  flush();
   return CostModel(std::move(out));
 }
 

@@ -8,6 +8,7 @@
 // start against a quick c(1), c(4) and measured again when it no longer holds (new kernels, a
 // different machine behind the same name, a VM whose bandwidth moved).
 #pragma once
+#include <array>
 #include <string>
 #include <utility>
 #include <vector>
@@ -29,14 +30,16 @@ class CostModel {
                            const std::vector<int>& sizes = measured_sizes());
   explicit CostModel(std::vector<std::pair<int, double>> points);
 
-  // The curve the draft policy reads: the lower convex hull of the points up to 32 tokens and of
-  // those beyond, each evaluated at the measured counts. Timing noise makes dents and bumps of a
-  // few percent (c(5) 1.04, c(6) 1.08, c(8) 1.08), and a bump reads as a token that costs more than
-  // the next ones: the policy then stopped trees at 5 nodes, and the next draft one level
-  // shallower, step after step. On the hull each further token costs at least what the previous
-  // one did. 32 is where one AMX tile pass ends; the step to 33 is real and stays.
+  // The curve the draft policy reads: the lower convex hull of the points between tile-row steps
+  // (up to 16 tokens, 17..32, beyond), each evaluated at the measured counts. Timing noise makes
+  // dents and bumps of a few percent (c(5) 1.04, c(6) 1.08, c(8) 1.08), and a bump reads as a
+  // token that costs more than the next ones: the policy then stopped trees at 5 nodes, and the
+  // next draft one level shallower, step after step. On the hull each further token costs at
+  // least what the previous one did. The steps are real and stay: the 17th row opens a second
+  // row of 16-row tiles (AMX, AVX-512 BF16), the 33rd a second pass; a hull across them priced
+  // 17..31-token trees below their cost. Kernels without such steps (AVX2) lose nothing by it.
   CostModel smoothed() const;
-  static constexpr int kTilePassRows = 32;
+  static constexpr std::array<int, 2> kTileRowSteps{16, 32};  // a step lies after each
   // Seconds of one target forward over n tokens in total (n >= 1).
   double target_seconds(int n) const;
   // c(n) / c(1).
