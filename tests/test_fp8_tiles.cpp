@@ -58,7 +58,7 @@ Fp8Weights random_weights(QuantScheme q, int64_t N, int64_t K, uint64_t seed, in
 TEST(Fp8Pairs, PackingKeepsEveryWeightAndScale) {
   for (QuantScheme q : {QuantScheme::Mxfp8, QuantScheme::Fp8Block128}) {
     const Fp8Weights w = random_weights(q, 150, 288, 3);
-    const std::vector<uint8_t> packed = pack_fp8_pairs(w.codes.data(), w.view().scales, q, w.N, w.K);
+    const AlignedBytes packed = pack_fp8_pairs(w.codes.data(), w.view().scales, q, w.N, w.K);
     ASSERT_EQ(packed.size(), fp8_pairs_code_bytes(w.N, w.K) + fp8_pairs_scale_bytes(q, w.N, w.K));
     WeightView p = w.view();
     p.data = packed.data();
@@ -76,7 +76,7 @@ TEST(Fp8Pairs, PackingKeepsEveryWeightAndScale) {
   }
   // Each MXFP8 tile says whether all its codes are normal numbers; padding rows (zeros) are not.
   const Fp8Weights w = random_weights(QuantScheme::Mxfp8, 40, 64, 4, 32);
-  const std::vector<uint8_t> packed = pack_fp8_pairs(w.codes.data(), w.e8m0.data(), QuantScheme::Mxfp8, w.N, w.K);
+  const AlignedBytes packed = pack_fp8_pairs(w.codes.data(), w.e8m0.data(), QuantScheme::Mxfp8, w.N, w.K);
   const void* scales = packed.data() + fp8_pairs_code_bytes(w.N, w.K);
   for (int64_t rb = 0; rb < 3; ++rb)
     for (int64_t g = 0; g < 2; ++g) {

@@ -235,7 +235,7 @@ TEST(BlockMatmulLayout, InterleavedRowsRoundTrip) {
     for (GgmlType type : {GgmlType::Q8_0, GgmlType::Q4_0}) {
       std::vector<uint8_t> raw(ggml_row_bytes(type, K) * size_t(N));
       for (auto& b : raw) b = uint8_t(rng());
-      const std::vector<uint8_t> packed = interleave_rows(type, raw.data(), N, K, group);
+      const AlignedBytes packed = interleave_rows(type, raw.data(), N, K, group);
       const size_t row = ggml_row_bytes(type, K);
       EXPECT_EQ(packed.size(), row * 16);  // two groups of 8, one of 16
       WeightView view{DType::U8, packed.data(), N, K, interleaved_scheme(type)};

@@ -30,7 +30,7 @@ struct Problem {
   int64_t M, K, N;
   std::vector<float> x;
   std::vector<bf16_t> w;  // row-major [N, K]
-  std::vector<uint8_t> packed;
+  AlignedBytes packed;
   std::vector<bf16_t> xb;  // the padded BF16 activations
 
   Problem(int64_t m, int64_t k, int64_t n, unsigned seed) : M(m), K(k), N(n) {
@@ -161,6 +161,20 @@ TEST_F(PackedDispatch, BatchesThreadsAndGroupsAreBitwiseInvariant) {
     EXPECT_EQ(y2, want);
     EXPECT_TRUE(std::equal(y1.begin(), y1.end(), want.begin() + 3 * N));
   }
+}
+
+// Packed weights start on a cache line, so no 64-byte tile row or vector load straddles two
+// lines. Large enough that the allocator maps them (glibc then starts 16 bytes into a page).
+TEST_F(PackedDispatch, PackedWeightsStartOnACacheLine) {
+  const int64_t N = 512, K = 1024;
+  std::vector<bf16_t> w(size_t(N * K), f32_to_bf16(0.25f));
+  const PackedWeight pairs = pack(WeightView{DType::BF16, w.data(), N, K});
+  ASSERT_EQ(pairs.view.layout, Layout::Bf16Pairs16);
+  EXPECT_EQ(reinterpret_cast<uintptr_t>(pairs.view.data) % 64, 0u);
+  std::vector<uint8_t> q8(size_t(N * (K / 32) * 34), 0);
+  const PackedWeight blocks = pack(WeightView{DType::U8, q8.data(), N, K, QuantScheme::Q8_0});
+  ASSERT_NE(blocks.view.data, static_cast<const void*>(q8.data())) << "interleaved, not read in place";
+  EXPECT_EQ(reinterpret_cast<uintptr_t>(blocks.view.data) % 64, 0u);
 }
 
 TEST_F(PackedDispatch, EmbeddingRowsReadThePackedLayout) {

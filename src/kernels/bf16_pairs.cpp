@@ -5,8 +5,8 @@
 
 namespace eaglet::kernels {
 
-std::vector<uint8_t> pack_bf16_pairs(const bf16_t* w, int64_t rows, int64_t K) {
-  std::vector<uint8_t> out(bf16_pairs_bytes(rows, K), 0);
+AlignedBytes pack_bf16_pairs(const bf16_t* w, int64_t rows, int64_t K) {
+  AlignedBytes out(bf16_pairs_bytes(rows, K), 0);
   auto* p = reinterpret_cast<bf16_t*>(out.data());
   const int64_t lines = pairs_padded_k(K) / 2;
   for (int64_t r = 0; r < rows; ++r) {  // row r's pairs land 16 pairs apart in its block

@@ -11,6 +11,7 @@
 #include <cstdint>
 #include <vector>
 
+#include "core/aligned_bytes.h"
 #include "core/dtype.h"
 
 namespace eaglet::kernels {
@@ -30,7 +31,7 @@ inline size_t bf16_pairs_index(int64_t K, int64_t r, int64_t k) {
 }
 
 // Row-major BF16 [rows, K] in the pairs layout (padding zeroed).
-std::vector<uint8_t> pack_bf16_pairs(const bf16_t* w, int64_t rows, int64_t K);
+AlignedBytes pack_bf16_pairs(const bf16_t* w, int64_t rows, int64_t K);
 
 // Activations as the pairs kernels read them: x [M, K] rounded to BF16 into `out`, rows
 // bf16_pairs_activation_stride(K) values apart, round_up(M, 16) rows; padding rows and columns are

@@ -5,6 +5,7 @@
 #include <string_view>
 #include <vector>
 
+#include "core/aligned_bytes.h"
 #include "core/error.h"
 #include "core/thread_pool.h"
 #include "kernels/bf16_pairs.h"
@@ -65,7 +66,8 @@ namespace {
 // and the engine thread runs them all. Slot j serves the j-th matmul of one grouped call.
 template <class T>
 T* activation_buffer(size_t slot, size_t n) {
-  thread_local std::vector<std::vector<T>> buffers;
+  // Cache-line aligned, as packed weights are: activation tiles load 64-byte rows too.
+  thread_local std::vector<std::vector<T, CacheLineAllocator<T>>> buffers;
   if (buffers.size() <= slot) buffers.resize(slot + 1);
   if (buffers[slot].size() < n) buffers[slot].resize(n);
   return buffers[slot].data();

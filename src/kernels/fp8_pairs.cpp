@@ -35,12 +35,12 @@ bool all_normal(const uint8_t* c, int64_t n) {
 // Tile by tile: each row's 32 codes are read in a run and moved as 16 pairs inside the tile's 512
 // bytes, which stay in L1 (element by element through fp8_pairs_index it ran at 0.25 GB/s, this
 // at ~1 GB/s on one core of the Intel Xeon VM).
-std::vector<uint8_t> pack_fp8_pairs(const uint8_t* codes, const void* scales, QuantScheme q, int64_t rows, int64_t K) {
+AlignedBytes pack_fp8_pairs(const uint8_t* codes, const void* scales, QuantScheme q, int64_t rows, int64_t K) {
   EAGLET_CHECK(K % kPairK == 0, "internal: FP8 pairs need K ({}) a multiple of {}", K, kPairK);
   EAGLET_CHECK(q == QuantScheme::Mxfp8 || q == QuantScheme::Fp8Block128, "internal: FP8 pairs of a non-FP8 scheme");
   static const TilePairPositions pos;
   const size_t code_bytes = fp8_pairs_code_bytes(rows, K);
-  std::vector<uint8_t> out(code_bytes + fp8_pairs_scale_bytes(q, rows, K), 0);
+  AlignedBytes out(code_bytes + fp8_pairs_scale_bytes(q, rows, K), 0);
   uint8_t* s = out.data() + code_bytes;
   const int64_t groups = K / kPairK, blocks = pairs_round_up(rows, kPairRows) / kPairRows;
   const auto* e = static_cast<const uint8_t*>(scales);

@@ -20,6 +20,7 @@
 #include <cstdint>
 #include <vector>
 
+#include "core/aligned_bytes.h"
 #include "core/dtype.h"
 #include "kernels/bf16_pairs.h"
 #include "kernels/quant.h"
@@ -54,7 +55,7 @@ size_t fp8_pairs_scale_bytes(QuantScheme q, int64_t rows, int64_t K);
 
 // Codes and scales of row-major e4m3 [rows, K] (scales as the format defines them, quant.h) in
 // the layout; `scale_bytes` of the result is everything after the codes.
-std::vector<uint8_t> pack_fp8_pairs(const uint8_t* codes, const void* scales, QuantScheme q, int64_t rows, int64_t K);
+AlignedBytes pack_fp8_pairs(const uint8_t* codes, const void* scales, QuantScheme q, int64_t rows, int64_t K);
 
 // The scales of one tile as the decoders take them.
 struct Fp8TileScales {

@@ -65,9 +65,9 @@ void put(const BlockQ6_K& in, GroupQ6_K<R>& g, int64_t lane) {
 }
 
 template <class Block, class Group, int R>
-std::vector<uint8_t> interleave(const void* blocks, int64_t rows, int64_t nb) {
+AlignedBytes interleave(const void* blocks, int64_t rows, int64_t nb) {
   const int64_t groups = (rows + R - 1) / R;
-  std::vector<uint8_t> out(size_t(groups * nb) * sizeof(Group), 0);  // padding rows: zero scales and codes
+  AlignedBytes out(size_t(groups * nb) * sizeof(Group), 0);  // padding rows: zero scales and codes
   auto* g = reinterpret_cast<Group*>(out.data());
   const auto* in = static_cast<const Block*>(blocks);
   for (int64_t r = 0; r < rows; ++r)
@@ -76,7 +76,7 @@ std::vector<uint8_t> interleave(const void* blocks, int64_t rows, int64_t nb) {
 }
 
 template <int R>
-std::vector<uint8_t> interleave_by(GgmlType type, const void* blocks, int64_t rows, int64_t nb) {
+AlignedBytes interleave_by(GgmlType type, const void* blocks, int64_t rows, int64_t nb) {
   switch (type) {
     case GgmlType::Q8_0: return interleave<BlockQ8_0, GroupQ8_0<R>, R>(blocks, rows, nb);
     case GgmlType::Q4_0: return interleave<BlockQ4_0, GroupQ4_0<R>, R>(blocks, rows, nb);
@@ -108,7 +108,7 @@ void deinterleave_by(GgmlType type, const void* interleaved, int64_t cols, int64
 
 }  // namespace
 
-std::vector<uint8_t> interleave_rows(GgmlType type, const void* blocks, int64_t rows, int64_t cols, int group) {
+AlignedBytes interleave_rows(GgmlType type, const void* blocks, int64_t rows, int64_t cols, int group) {
   const GgmlTypeInfo* info = ggml_type_info(uint32_t(type));
   EAGLET_CHECK(info && cols % info->block_weights == 0, "internal: {} columns are not whole blocks", cols);
   EAGLET_CHECK(group == kRowGroup || group == kRowGroup16, "internal: rows interleave by 8 or 16, not {}", group);

@@ -19,6 +19,7 @@
 #include <cstdint>
 #include <vector>
 
+#include "core/aligned_bytes.h"
 #include "kernels/ggml_quant.h"
 #include "kernels/layout.h"
 #include "kernels/quant.h"
@@ -68,7 +69,7 @@ GgmlType ggml_type_of(QuantScheme q);
 QuantScheme interleaved_scheme(GgmlType type);
 
 // GGUF-layout rows ([rows, cols / block] blocks of `type`) interleaved by `group` (8 or 16) rows.
-std::vector<uint8_t> interleave_rows(GgmlType type, const void* blocks, int64_t rows, int64_t cols,
+AlignedBytes interleave_rows(GgmlType type, const void* blocks, int64_t rows, int64_t cols,
                                      int group = kRowGroup);
 // Row `r` of an interleaved Q8_0 / Q4_0 matrix back in GGUF layout (embedding lookups, tests).
 void deinterleave_row(GgmlType type, const void* interleaved, int64_t cols, int64_t r, void* out,

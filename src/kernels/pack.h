@@ -6,6 +6,7 @@
 #include <string>
 #include <vector>
 
+#include "core/aligned_bytes.h"
 #include "kernels/ops.h"
 
 namespace eaglet::kernels {
@@ -14,7 +15,7 @@ struct IsaTable;
 
 struct PackedWeight {
   WeightView view;             // points into `bytes` when packing copied (moving `bytes` keeps it valid)
-  std::vector<uint8_t> bytes;  // empty when the kernels read the matrix where it lies
+  AlignedBytes bytes;  // empty when the kernels read the matrix where it lies
 };
 
 // GGUF blocks: rows interleaved as t's kernel for the type reads them (8 or 16). BF16 and FP8:

@@ -98,7 +98,7 @@ bool amx_self_test(std::string* why) {
   std::vector<bf16_t> w(size_t(N * K));
   for (float& v : x) v = u(rng);
   for (bf16_t& v : w) v = f32_to_bf16(u(rng));
-  const std::vector<uint8_t> packed = pack_bf16_pairs(w.data(), N, K);
+  const AlignedBytes packed = pack_bf16_pairs(w.data(), N, K);
   std::vector<bf16_t> xb(bf16_pairs_activation_count(M, K));
   bf16_pairs_activations(x.data(), M, K, xb.data());
   std::vector<float> got(size_t(M * N), NAN), want(size_t(M * N));
@@ -129,8 +129,8 @@ bool amx_int8_self_test(std::string* why) {
   std::vector<BlockQ4_0> w4(w8.size());
   quantize_row_q8_0(wf.data(), w8.data(), N * K);
   quantize_row_q4_0(wf.data(), w4.data(), N * K);
-  const std::vector<uint8_t> p8 = interleave_rows(GgmlType::Q8_0, w8.data(), N, K, kRowGroup16);
-  const std::vector<uint8_t> p4 = interleave_rows(GgmlType::Q4_0, w4.data(), N, K, kRowGroup16);
+  const AlignedBytes p8 = interleave_rows(GgmlType::Q8_0, w8.data(), N, K, kRowGroup16);
+  const AlignedBytes p4 = interleave_rows(GgmlType::Q4_0, w4.data(), N, K, kRowGroup16);
   const auto differs = [&](const char* type, MatmulGgmlFn model, MatmulInt8Fn real, const void* w) {
     std::vector<float> got(size_t(M * N), NAN), want(size_t(M * N));
     real(xq.data(), M, K, w, 0, N, got.data(), N, int8_panel(K));
@@ -171,7 +171,7 @@ bool amx_fp8_self_test(std::string* why) {
   std::vector<float> block = {0x1p-140f, 3.0f, 0x1p125f};
   for (QuantScheme q : {QuantScheme::Mxfp8, QuantScheme::Fp8Block128}) {
     const void* scales = q == QuantScheme::Mxfp8 ? static_cast<const void*>(e8m0.data()) : block.data();
-    const std::vector<uint8_t> packed = pack_fp8_pairs(codes.data(), scales, q, N, K);
+    const AlignedBytes packed = pack_fp8_pairs(codes.data(), scales, q, N, K);
     const Fp8Scales s{q, packed.data() + fp8_pairs_code_bytes(N, K), K};
     alignas(64) uint8_t got[2 * kFp8TileBytes], want[2 * kFp8TileBytes];
     for (int64_t rb = 0; rb < N / kPairRows; ++rb)

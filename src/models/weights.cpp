@@ -104,4 +104,9 @@ const uint8_t* WeightStore::own_bytes(std::vector<uint8_t> bytes) {
   return owned_bytes_.back().data();
 }
 
+const uint8_t* WeightStore::own_bytes(AlignedBytes bytes) {
+  owned_aligned_.push_back(std::move(bytes));
+  return owned_aligned_.back().data();
+}
+
 }  // namespace eaglet

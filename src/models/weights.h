@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "core/aligned_bytes.h"
 #include "io/safetensors.h"
 #include "kernels/ops.h"
 
@@ -32,6 +33,7 @@ class WeightStore {
   kernels::WeightView own(std::vector<float> data, int64_t rows, int64_t cols);
   // Adopts raw bytes (re-ordered or converted tensors) and returns where they live.
   const uint8_t* own_bytes(std::vector<uint8_t> bytes);
+  const uint8_t* own_bytes(AlignedBytes bytes);  // packed weights
   // Checkpoint bytes given back after they were copied (packed, converted; see copied()).
   size_t released_bytes() const { return released_bytes_; }
   void count_released(size_t bytes) { released_bytes_ += bytes; }
@@ -53,6 +55,7 @@ class WeightStore {
   kernels::QuantScheme fp8_scheme_ = kernels::QuantScheme::None;
   std::deque<std::vector<float>> owned_;
   std::deque<std::vector<uint8_t>> owned_bytes_;
+  std::deque<AlignedBytes> owned_aligned_;
   std::vector<std::shared_ptr<const void>> held_;
 };
 
