@@ -17,6 +17,7 @@
 #include "io/mapped_file.h"
 #include "core/thread_pool.h"
 #include "kernels/ggml_interleave.h"
+#include "core/aligned_bytes.h"
 #include "kernels/ops.h"
 #include "kernels/isa_table.h"
 #include "kernels/pack.h"
@@ -28,17 +29,7 @@ using namespace eaglet;
 // Weights start on pages, as the engine places them (io/mapped_file.h): from a plain heap block
 // (16 bytes past a page) the same kernel streams ~15% slower on this project's VMs.
 template <class T>
-struct PageAlignedAllocator {
-  using value_type = T;
-  PageAlignedAllocator() = default;
-  template <class U>
-  PageAlignedAllocator(const PageAlignedAllocator<U>&) {}
-  T* allocate(size_t n) { return static_cast<T*>(::operator new(n * sizeof(T), std::align_val_t(kWeightAlignment))); }
-  void deallocate(T* p, size_t) { ::operator delete(p, std::align_val_t(kWeightAlignment)); }
-  bool operator==(const PageAlignedAllocator&) const { return true; }
-};
-template <class T>
-using PageVector = std::vector<T, PageAlignedAllocator<T>>;
+using PageVector = std::vector<T, AlignedAllocator<T, kWeightAlignment>>;
 
 // A weight set much larger than the caches, split into TinyLlama-sized matrices, so every call
 // streams from memory like a decode step does.

@@ -13,17 +13,25 @@ namespace eaglet {
 
 inline constexpr size_t kCacheLine = 64;
 
-template <class T>
-struct CacheLineAllocator {
+// Allocates on `Align`-byte boundaries (a power of two): cache lines, or pages for weights read
+// as the engine places them.
+template <class T, size_t Align = kCacheLine>
+struct AlignedAllocator {
   using value_type = T;
-  CacheLineAllocator() = default;
   template <class U>
-  CacheLineAllocator(const CacheLineAllocator<U>&) {}
-  T* allocate(size_t n) { return static_cast<T*>(::operator new(n * sizeof(T), std::align_val_t(kCacheLine))); }
-  void deallocate(T* p, size_t) { ::operator delete(p, std::align_val_t(kCacheLine)); }
+  struct rebind {
+    using other = AlignedAllocator<U, Align>;
+  };
+  AlignedAllocator() = default;
   template <class U>
-  bool operator==(const CacheLineAllocator<U>&) const { return true; }
+  AlignedAllocator(const AlignedAllocator<U, Align>&) {}
+  T* allocate(size_t n) { return static_cast<T*>(::operator new(n * sizeof(T), std::align_val_t(Align))); }
+  void deallocate(T* p, size_t) { ::operator delete(p, std::align_val_t(Align)); }
+  template <class U>
+  bool operator==(const AlignedAllocator<U, Align>&) const { return true; }
 };
+template <class T>
+using CacheLineAllocator = AlignedAllocator<T, kCacheLine>;
 
 using AlignedBytes = std::vector<uint8_t, CacheLineAllocator<uint8_t>>;
 
