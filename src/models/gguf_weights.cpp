@@ -72,7 +72,7 @@ kernels::WeightView GgufWeights::matrix(const std::string& name, int64_t rows, i
   else if (GgmlType(t.type) == GgmlType::BF16) v = {DType::BF16, t.data, rows, cols};
   else if (blocks != kernels::QuantScheme::None && !floats) v = {DType::U8, t.data, rows, cols, blocks};
   else v = store_->own(decoded(t), rows, cols);  // F16, and block tables read as floats (embeddings)
-  std::vector<uint8_t> hf_rows;  // unpermuted q/k rows: kept only if packing reads them in place
+  AlignedBytes hf_rows;  // unpermuted q/k rows: kept only if packing reads them in place
   if (heads > 0) {
     hf_rows = unpermute(v, heads);
     v.data = hf_rows.data();
@@ -126,11 +126,11 @@ const GgufTensor& GgufWeights::shaped(const std::string& name, const std::vector
 }
 
 // On the file's row layout (before packing).
-std::vector<uint8_t> GgufWeights::unpermute(const kernels::WeightView& v, int heads) {
+AlignedBytes GgufWeights::unpermute(const kernels::WeightView& v, int heads) {
   const size_t row_bytes = v.dtype == DType::U8 ? kernels::ggml_row_bytes(kernels::ggml_type_of(v.quant), v.cols)
                                                 : size_t(v.cols) * dtype_size(v.dtype);
   const int64_t hd = v.rows / heads, half = hd / 2;
-  std::vector<uint8_t> out(row_bytes * size_t(v.rows));
+  AlignedBytes out(row_bytes * size_t(v.rows));
   const auto* src = static_cast<const uint8_t*>(v.data);
   for (int64_t h = 0; h < heads; ++h)
     for (int64_t r = 0; r < hd; ++r) {  // HF row r of head h comes from GGUF row 2 * (r % half) + r / half

@@ -40,7 +40,7 @@ class GgufWeights {
  private:
   const GgufTensor& shaped(const std::string& name, const std::vector<int64_t>& dims) const;
   // v's rows in Hugging Face order (llama.cpp's q/k permutation undone), as new bytes.
-  static std::vector<uint8_t> unpermute(const kernels::WeightView& v, int heads);
+  static AlignedBytes unpermute(const kernels::WeightView& v, int heads);
   // A tensor read into a copy (interleaved blocks, decoded floats) gives its pages of the file
   // back at once, as WeightStore does for safetensors; reading it again is an internal error.
   void copied(const GgufTensor& t);

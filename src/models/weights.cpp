@@ -99,14 +99,9 @@ kernels::WeightView WeightStore::quantized(const kernels::WeightView& w, kernels
   return packed(WeightView{DType::U8, bytes.data(), w.rows, w.cols, scheme});
 }
 
-const uint8_t* WeightStore::own_bytes(std::vector<uint8_t> bytes) {
+const uint8_t* WeightStore::own_bytes(AlignedBytes bytes) {
   owned_bytes_.push_back(std::move(bytes));
   return owned_bytes_.back().data();
-}
-
-const uint8_t* WeightStore::own_bytes(AlignedBytes bytes) {
-  owned_aligned_.push_back(std::move(bytes));
-  return owned_aligned_.back().data();
 }
 
 }  // namespace eaglet

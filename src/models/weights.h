@@ -31,9 +31,8 @@ class WeightStore {
   std::vector<float> vector(const std::string& name, int64_t n);
   // Adopts an owned buffer (built-in model, converted tensors) and returns a view of it.
   kernels::WeightView own(std::vector<float> data, int64_t rows, int64_t cols);
-  // Adopts raw bytes (re-ordered or converted tensors) and returns where they live.
-  const uint8_t* own_bytes(std::vector<uint8_t> bytes);
-  const uint8_t* own_bytes(AlignedBytes bytes);  // packed weights
+  // Adopts raw bytes (packed, re-ordered or converted tensors) and returns where they live.
+  const uint8_t* own_bytes(AlignedBytes bytes);
   // Checkpoint bytes given back after they were copied (packed, converted; see copied()).
   size_t released_bytes() const { return released_bytes_; }
   void count_released(size_t bytes) { released_bytes_ += bytes; }
@@ -54,8 +53,7 @@ class WeightStore {
   size_t released_bytes_ = 0;
   kernels::QuantScheme fp8_scheme_ = kernels::QuantScheme::None;
   std::deque<std::vector<float>> owned_;
-  std::deque<std::vector<uint8_t>> owned_bytes_;
-  std::deque<AlignedBytes> owned_aligned_;
+  std::deque<AlignedBytes> owned_bytes_;
   std::vector<std::shared_ptr<const void>> held_;
 };
 
