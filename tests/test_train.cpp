@@ -11,6 +11,7 @@
 #include <thread>
 
 #include "core/error.h"
+#include "core/free_port.h"
 #include "io/mapped_file.h"
 #include "io/safetensors.h"
 #include "kernels/ops.h"
@@ -236,7 +237,7 @@ TEST(Trainer, StopAndResumeInProcessIsExact) {
 TEST(Trainer, ZeroMqWorkersTrainTheSameDraftAndSurviveADeadWorker) {
   TrainFixture f;
   run_training(f.config(f.dir.file("threads")));
-  const std::string endpoint = "tcp://127.0.0.1:" + std::to_string(20000 + (::getpid() % 20000));
+  const std::string endpoint = "tcp://127.0.0.1:" + std::to_string(free_local_port());
   // Two workers; the first vanishes after 3 samples without a word while holding work, and the
   // second joins a little later. The dead worker's in-flight sample is reassigned after the timeout.
   std::thread workers([&] {

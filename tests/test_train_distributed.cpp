@@ -4,12 +4,18 @@
 #include <gtest/gtest.h>
 #include <torch/torch.h>
 
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
 #include <chrono>
 #include <cmath>
 #include <filesystem>
 #include <nlohmann/json.hpp>
 
 #include "core/error.h"
+#include "core/free_port.h"
 #include "io/mapped_file.h"
 #include "io/safetensors.h"
 #include "kernels/ops.h"
@@ -124,11 +130,10 @@ KillRun kill_one_rank(const TrainFixture& f, const std::string& out, int victim,
 
 TEST(DataParallel, KilledRankStopsTheOtherNamingItAndTheRunResumes) {
   TrainFixture f;
-  const int port = 29000 + int(::getpid() % 2000);
   for (int victim : {1, 0}) {
     SCOPED_TRACE("killing rank " + std::to_string(victim));
     const std::string out = f.dir.file("run" + std::to_string(victim));
-    const KillRun k = kill_one_rank(f, out, victim, port + victim);
+    const KillRun k = kill_one_rank(f, out, victim, free_local_port());
     ASSERT_NE(k.status.find("survivor="), std::string::npos) << k.status;
     EXPECT_EQ(k.status.find("survivor=0"), std::string::npos) << "the survivor must fail\n" << k.survivor_log;
     EXPECT_NE(k.survivor_log.find("lost rank " + std::to_string(victim)), std::string::npos) << k.survivor_log;
@@ -143,13 +148,40 @@ TEST(DataParallel, KilledRankStopsTheOtherNamingItAndTheRunResumes) {
   }
 }
 
+// A listening socket on 127.0.0.1:port (port 0: any); -1 when the port is taken.
+int listen_on(int port) {
+  const int fd = socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  a.sin_port = htons(uint16_t(port));
+  if (bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof(a)) != 0 || listen(fd, 1) != 0) {
+    close(fd);
+    return -1;
+  }
+  return fd;
+}
+
+TEST(DataParallel, RendezvousPortsAreFreeWhenChosen) {
+  // The rendezvous tests once derived their port from the process id (31000 + pid % 2000) and
+  // failed when another process held it ("Address already in use"). Hold that port, then ask.
+  const int held = listen_on(31000 + int(::getpid() % 2000));
+  for (int i = 0; i < 20; ++i) {
+    const int port = free_local_port();
+    const int fd = listen_on(port);
+    EXPECT_GE(fd, 0) << "port " << port << " was handed out but cannot be bound";
+    if (fd >= 0) close(fd);
+  }
+  if (held >= 0) close(held);
+}
+
 TEST(DataParallel, AFrozenRankIsNamedAfterTheCollectiveTimeout) {
   // SIGSTOP freezes rank 1 (heartbeat included): rank 0's next collective times out after
   // dist_timeout_s and names it.
   TrainFixture f;
   const std::string out = f.dir.file("run");
   const std::string cmd = f.command(out, {"training.steps=400", "training.save_every=4", "training.dist_timeout_s=4"});
-  const std::string env = "MASTER_ADDR=127.0.0.1 MASTER_PORT=" + std::to_string(31000 + int(::getpid() % 2000)) +
+  const std::string env = "MASTER_ADDR=127.0.0.1 MASTER_PORT=" + std::to_string(free_local_port()) +
                           " WORLD_SIZE=2 ";
   const auto t0 = std::chrono::steady_clock::now();
   auto r = test::run_command("(" + env + "RANK=0 " + cmd + " > " + out + ".r0.log 2>&1 & p0=$!; " + env + "RANK=1 " +

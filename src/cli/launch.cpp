@@ -1,10 +1,7 @@
 #include "cli/launch.h"
 
-#include <arpa/inet.h>
-#include <netinet/in.h>
 #include <signal.h>
 #include <spdlog/spdlog.h>
-#include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -13,6 +10,7 @@
 #include <thread>
 
 #include "core/error.h"
+#include "core/free_port.h"
 
 namespace eaglet::cli {
 
@@ -22,21 +20,6 @@ std::vector<pid_t> g_children;  // read by the signal handler
 void forward_signal(int sig) {
   for (pid_t p : g_children)
     if (p > 0) kill(p, sig);
-}
-
-// A port the kernel says is free now (the rendezvous binds it moments later).
-int free_port() {
-  const int fd = socket(AF_INET, SOCK_STREAM, 0);
-  EAGLET_CHECK(fd >= 0, "launch: cannot create a socket to find a free port");
-  sockaddr_in a{};
-  a.sin_family = AF_INET;
-  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  socklen_t len = sizeof(a);
-  const bool ok = bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof(a)) == 0 &&
-                  getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len) == 0;
-  close(fd);
-  EAGLET_CHECK(ok, "launch: cannot find a free port on 127.0.0.1 (set MASTER_PORT)");
-  return ntohs(a.sin_port);
 }
 
 std::string describe(int status) {
@@ -55,7 +38,7 @@ int exit_code(int status) {
 int launch_local_ranks(int nproc, const std::vector<std::string>& args, int grace_seconds) {
   EAGLET_CHECK(nproc >= 1 && nproc <= 256, "--nproc-per-node must be in [1, 256] (got {})", nproc);
   const char* port_env = std::getenv("MASTER_PORT");
-  const std::string port = port_env && *port_env ? port_env : std::to_string(free_port());
+  const std::string port = port_env && *port_env ? port_env : std::to_string(free_local_port());
   const char* addr_env = std::getenv("MASTER_ADDR");
   const std::string addr = addr_env && *addr_env ? addr_env : "127.0.0.1";
   std::vector<std::string> argv_s{"/proc/self/exe"};
