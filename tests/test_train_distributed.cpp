@@ -117,7 +117,7 @@ KillRun kill_one_rank(const TrainFixture& f, const std::string& out, int victim,
   const auto t0 = std::chrono::steady_clock::now();
   auto r = test::run_command("(" + env + "RANK=0 " + cmd + " > " + out + ".r0.log 2>&1 & p0=$!; " + env + "RANK=1 " +
                              cmd + " > " + out + ".r1.log 2>&1 & p1=$!; for i in $(seq 1 3000); do [ -f " + out +
-                             "/checkpoint/state.json ] && break; sleep 0.02; done; kill -9 $p" + std::to_string(victim) +
+                             "/checkpoint/state.json ] && break; kill -0 $p0 $p1 2>/dev/null || break; sleep 0.02; done; kill -9 $p" + std::to_string(victim) +
                              "; wait $p" + std::to_string(victim) + "; wait $p" + std::to_string(survivor) +
                              "; echo survivor=$?)");
   KillRun k;
@@ -186,7 +186,7 @@ TEST(DataParallel, AFrozenRankIsNamedAfterTheCollectiveTimeout) {
   const auto t0 = std::chrono::steady_clock::now();
   auto r = test::run_command("(" + env + "RANK=0 " + cmd + " > " + out + ".r0.log 2>&1 & p0=$!; " + env + "RANK=1 " +
                              cmd + " > /dev/null 2>&1 & p1=$!; for i in $(seq 1 3000); do [ -f " + out +
-                             "/checkpoint/state.json ] && break; sleep 0.02; done; kill -STOP $p1; wait $p0; "
+                             "/checkpoint/state.json ] && break; kill -0 $p0 $p1 2>/dev/null || break; sleep 0.02; done; kill -STOP $p1; wait $p0; "
                              "echo rank0=$?; kill -9 $p1)");
   const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   const std::string log0 = read_text_file(out + ".r0.log");
