@@ -100,7 +100,7 @@ void run_matmul(benchmark::State& state, DType dt, Isa isa) {
 
 void args(benchmark::internal::Benchmark* b) {
   for (int t : {1, 2})
-    for (int m : {1, 2, 4, 8, 16, 32, 64}) b->Args({m, t});
+    for (int m : {1, 2, 4, 8, 12, 16, 32, 64}) b->Args({m, t});
   b->UseRealTime()->ArgNames({"M", "threads"});
 }
 

@@ -118,13 +118,12 @@ struct Tiles {
 #pragma GCC unroll 16
     for (int m = 0; m < 16; ++m) acc.v[m] = _mm512_setzero_ps();
   }
-  static void add_block(Acc& acc, const int32_t (*c)[16], int rows, const f16_t* dw, const ActBlockQ8* a,
-                        int64_t a_stride) {
+  static void add_block(Acc& acc, const int32_t (*c)[16], int rows, const f16_t* dw, const float* dx) {
     const __m512 d = _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(dw)));
 #pragma GCC unroll 16
     for (int m = 0; m < 16; ++m)
       if (m < rows)
-        acc.v[m] = _mm512_fmadd_ps(_mm512_mul_ps(d, _mm512_set1_ps(a[m * a_stride].d)),
+        acc.v[m] = _mm512_fmadd_ps(_mm512_mul_ps(d, _mm512_set1_ps(dx[m])),
                                    _mm512_cvtepi32_ps(_mm512_load_si512(c[m])), acc.v[m]);
   }
   static void write(const Acc& acc, int rows, int cols, float* y, int64_t ldy) {
@@ -267,15 +266,15 @@ void decode_fp8_tile_avx512(const uint8_t* codes, const Fp8TileScales& s, uint8_
 }
 
 void matmul_q8_0(const ActBlockQ8* x, int64_t M, int64_t K, const void* w, int64_t n0, int64_t n1, float* y,
-                 int64_t ldy, int8_t* panel) {
+                 int64_t ldy, int8_t* scratch) {
   Tiles t;
-  tiles::matmul_int8<Tiles, tiles::Q8Tiles>(t, x, M, K, w, n0, n1, y, ldy, panel);
+  tiles::matmul_int8<Tiles, tiles::Q8Tiles>(t, x, M, K, w, n0, n1, y, ldy, scratch);
 }
 
 void matmul_q4_0(const ActBlockQ8* x, int64_t M, int64_t K, const void* w, int64_t n0, int64_t n1, float* y,
-                 int64_t ldy, int8_t* panel) {
+                 int64_t ldy, int8_t* scratch) {
   Tiles t;
-  tiles::matmul_int8<Tiles, tiles::Q4Tiles>(t, x, M, K, w, n0, n1, y, ldy, panel);
+  tiles::matmul_int8<Tiles, tiles::Q4Tiles>(t, x, M, K, w, n0, n1, y, ldy, scratch);
 }
 
 }  // namespace eaglet::kernels::amx

@@ -7,16 +7,17 @@
 // is 8 lines of 64 bytes: exactly a B tile for TDPBSSD (K in groups of 4, 16 output columns).
 // Q8_0's tiles load straight from the matrix; Q4_0's nibbles are first widened to (nibble - 8)
 // bytes, a 16-column panel at a time, which every pass over 16 activation rows then reuses.
-// Activations are the per-block int8 codes (ActBlockQ8), loaded as A tiles of up to 16 rows x 32
-// bytes with the row stride of the blocks; their rows are zero-padded to a multiple of 16
-// (dispatch.cpp), so any 16 rows can be loaded.
+// Activations are the per-block int8 codes (ActBlockQ8; rows zero-padded to a multiple of 16 by
+// dispatch.cpp), copied first into one A tile per block and pass of 16 rows (ActTile: 512
+// contiguous, line-aligned bytes and the rows' scales). Loaded in place, with the row stride of
+// the blocks, every A tile touched 16-32 lines (40-byte blocks straddle lines) that the weight
+// stream kept evicting from L1: a quarter of the kernel's samples waited on those loads.
 //
 // Every block's scales differ, so each block has a tile of its own exact integer sums (TDPBSSD
 // into a zeroed C tile), stored and scaled into F32 accumulators by the vector unit:
 // acc = fma(w_scale * x_scale, float(sum), acc), block after block, the scalar reference's
 // operations. The results are therefore bitwise those of the scalar and VNNI kernels, whatever M
-// or the split. Two blocks are in flight at once (C0/A0/B0 and C1/A1/B1), so the tile unit works
-// on one while the vector unit scales the other.
+// or the split. Two blocks are in flight at once (C0/A0/B0 and C1/A1/B1).
 #pragma once
 #include <cstdint>
 
@@ -29,6 +30,31 @@ namespace {
 
 inline constexpr int64_t kInt8Rows = 16;     // activation rows per pass, output columns per tile
 inline constexpr int64_t kPanelBlock = 512;  // bytes of one block's B tile (8 x 64)
+
+// One block of a pass of 16 activation rows: the codes as an A tile (stride 32) and their scales.
+struct alignas(64) ActTile {
+  int8_t q[kInt8Rows][32];
+  float d[kInt8Rows];
+};
+
+// Bytes of scratch matmul_int8 needs (64-byte aligned): Q4_0's widened panel, then the A tiles.
+inline size_t int8_scratch_bytes(int64_t M, int64_t K) {
+  const int64_t nb = K / 32, passes = (M + kInt8Rows - 1) / kInt8Rows;
+  return size_t(nb) * (kPanelBlock + size_t(passes) * sizeof(ActTile));
+}
+
+// x's rows (padded to a multiple of 16) as A tiles, [pass][block].
+inline void copy_act_tiles(const ActBlockQ8* x, int64_t M, int64_t nb, ActTile* out) {
+  for (int64_t m = 0; m < M; m += kInt8Rows)
+    for (int64_t k = 0; k < nb; ++k) {
+      ActTile& t = out[(m / kInt8Rows) * nb + k];
+      for (int64_t r = 0; r < kInt8Rows; ++r) {
+        const ActBlockQ8& b = x[(m + r) * nb + k];
+        __builtin_memcpy(t.q[r], b.q, sizeof(t.q[r]));
+        t.d[r] = b.d;
+      }
+    }
+}
 
 // C0, C1 = 0, 1; A0, A1 = 4, 5 (16 rows x 32 bytes of codes); B0, B1 = 6, 7 (8 rows x 64 bytes).
 inline TileShape int8_tile_shape(int rows) {
@@ -59,47 +85,75 @@ struct Q4Tiles {
   static const int8_t* tile(const Group*, const int8_t* panel, int64_t k) { return panel + k * kPanelBlock; }
 };
 
+// The lines of one block of the next 16 columns, asked for (into L2) while this group's blocks
+// are multiplied: without it Q4_0's panel was widened only after its weights arrived, and the
+// memory stream and the tile work took turns instead of overlapping (into L1, the prefetches
+// evicted the panel and the A tiles).
+template <class Group>
+inline void prefetch_block(const Group* b) {
+  const auto first = reinterpret_cast<uintptr_t>(b) & ~uintptr_t(63);
+  const auto end = reinterpret_cast<uintptr_t>(b + 1);
+  for (uintptr_t line = first; line < end; line += 64) __builtin_prefetch(reinterpret_cast<const void*>(line), 0, 2);
+}
+
+// Block k's exact integer sums into C tile `Slot` (0 or 1; A and B tiles 4 + Slot, 6 + Slot).
+template <int Slot, class Tiles, class Q>
+void issue_block(Tiles& t, const ActTile* a, const typename Q::Group* g, const int8_t* panel,
+                 const typename Q::Group* next, int64_t k) {
+  if (next) prefetch_block(next + k);
+  t.template zero<Slot>();
+  t.template load<4 + Slot>(a[k].q, sizeof(a[k].q[0]));
+  t.template load<6 + Slot>(Q::tile(g, panel, k), 64);
+  t.template dpbssd<Slot, 4 + Slot, 6 + Slot>();
+}
+
+// Block k's sums (in C tile `Slot`) scaled into the accumulators.
+template <int Slot, class Tiles>
+void retire_block(Tiles& t, typename Tiles::Acc& acc, int32_t (*c)[16], int rows, const f16_t* dw,
+                  const float* dx) {
+  t.template store<Slot>(c, sizeof(c[0]));
+  Tiles::add_block(acc, c, rows, dw, dx);
+}
+
 // Rows m..m+rows-1 of one group of 16 output columns (`cols` of them valid), over all nb blocks.
+// Software-pipelined by one block: block k's tile product is issued before block k - 1's sums are
+// stored and scaled, so the store never waits on the product just issued and the tile unit works
+// while the vector unit scales.
 template <class Tiles, class Q>
-void column_tile(Tiles& t, const ActBlockQ8* a, int64_t nb, int rows, const typename Q::Group* g,
-                 const int8_t* panel, int cols, float* y, int64_t ldy) {
-  const size_t a_stride = size_t(nb) * sizeof(ActBlockQ8);
+void column_tile(Tiles& t, const ActTile* a, int64_t nb, int rows, const typename Q::Group* g,
+                 const int8_t* panel, const typename Q::Group* next, int cols, float* y, int64_t ldy) {
   alignas(64) int32_t c0[kInt8Rows][16], c1[kInt8Rows][16];
   typename Tiles::Acc acc;
   Tiles::clear(acc);
-  int64_t k = 0;
+  issue_block<0, Tiles, Q>(t, a, g, panel, next, 0);
+  int64_t k = 1;
   for (; k + 2 <= nb; k += 2) {
-    t.template zero<0>();
-    t.template load<4>(a[k].q, a_stride);
-    t.template load<6>(Q::tile(g, panel, k), 64);
-    t.template dpbssd<0, 4, 6>();
-    t.template zero<1>();
-    t.template load<5>(a[k + 1].q, a_stride);
-    t.template load<7>(Q::tile(g, panel, k + 1), 64);
-    t.template dpbssd<1, 5, 7>();
-    t.template store<0>(c0, sizeof(c0[0]));
-    Tiles::add_block(acc, c0, rows, g[k].d, a + k, nb);
-    t.template store<1>(c1, sizeof(c1[0]));
-    Tiles::add_block(acc, c1, rows, g[k + 1].d, a + k + 1, nb);
+    issue_block<1, Tiles, Q>(t, a, g, panel, next, k);
+    retire_block<0, Tiles>(t, acc, c0, rows, g[k - 1].d, a[k - 1].d);
+    issue_block<0, Tiles, Q>(t, a, g, panel, next, k + 1);
+    retire_block<1, Tiles>(t, acc, c1, rows, g[k].d, a[k].d);
   }
-  if (k < nb) {
-    t.template zero<0>();
-    t.template load<4>(a[k].q, a_stride);
-    t.template load<6>(Q::tile(g, panel, k), 64);
-    t.template dpbssd<0, 4, 6>();
-    t.template store<0>(c0, sizeof(c0[0]));
-    Tiles::add_block(acc, c0, rows, g[k].d, a + k, nb);
+  if (k < nb) {  // nb even: one block left, in slot 1
+    issue_block<1, Tiles, Q>(t, a, g, panel, next, k);
+    retire_block<0, Tiles>(t, acc, c0, rows, g[k - 1].d, a[k - 1].d);
+    retire_block<1, Tiles>(t, acc, c1, rows, g[k].d, a[k].d);
+  } else {
+    retire_block<0, Tiles>(t, acc, c0, rows, g[k - 1].d, a[k - 1].d);
   }
   Tiles::write(acc, rows, cols, y, ldy);
 }
 
 // y[m, n] for m < M and n0 <= n < n1 (n0 a multiple of 16). x: M rows (zero-padded to a multiple
-// of 16) of K / 32 activation blocks; w: the matrix interleaved by 16; panel: K / 32 * 512 bytes
-// of scratch (Q4_0's widened codes).
+// of 16) of K / 32 activation blocks; w: the matrix interleaved by 16; scratch: 64-byte aligned,
+// int8_scratch_bytes(M, K) of it. The first pass over each group of 16 columns asks for the next
+// group's weights, so the stream from memory overlaps the tile work instead of following it.
 template <class Tiles, class Q>
 void matmul_int8(Tiles& t, const ActBlockQ8* x, int64_t M, int64_t K, const void* w, int64_t n0, int64_t n1,
-                 float* y, int64_t ldy, int8_t* panel) {
+                 float* y, int64_t ldy, int8_t* scratch) {
   const int64_t nb = K / 32;
+  int8_t* panel = scratch;
+  auto* act = reinterpret_cast<ActTile*>(scratch + nb * kPanelBlock);
+  copy_act_tiles(x, M, nb, act);
   // One pass covers M <= 16 exactly (no work on padding); more rows take passes of 16.
   t.configure(int8_tile_shape(M < kInt8Rows ? int(M) : int(kInt8Rows)));
   const auto* groups = static_cast<const typename Q::Group*>(w);
@@ -109,7 +163,8 @@ void matmul_int8(Tiles& t, const ActBlockQ8* x, int64_t M, int64_t K, const void
     const int cols = int(n1 - n < kInt8Rows ? n1 - n : kInt8Rows);
     for (int64_t m = 0; m < M; m += kInt8Rows) {
       const int rows = int(M - m < kInt8Rows ? M - m : kInt8Rows);
-      column_tile<Tiles, Q>(t, x + m * nb, nb, rows, g, p, cols, y + m * ldy + n, ldy);
+      const typename Q::Group* next = m == 0 && n + kInt8Rows < n1 ? g + nb : nullptr;
+      column_tile<Tiles, Q>(t, act + (m / kInt8Rows) * nb, nb, rows, g, p, next, cols, y + m * ldy + n, ldy);
     }
   }
   t.release();

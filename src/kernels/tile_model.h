@@ -75,11 +75,9 @@ class TileModel {
     float v[kRows][16];
   };
   static void clear(Acc& acc) { std::memset(acc.v, 0, sizeof(acc.v)); }
-  static void add_block(Acc& acc, const int32_t (*c)[16], int rows, const f16_t* dw, const ActBlockQ8* a,
-                        int64_t a_stride) {
+  static void add_block(Acc& acc, const int32_t (*c)[16], int rows, const f16_t* dw, const float* dx) {
     for (int m = 0; m < rows; ++m)
-      for (int n = 0; n < 16; ++n)
-        acc.v[m][n] = std::fma(f16_to_f32(dw[n]) * a[m * a_stride].d, float(c[m][n]), acc.v[m][n]);
+      for (int n = 0; n < 16; ++n) acc.v[m][n] = std::fma(f16_to_f32(dw[n]) * dx[m], float(c[m][n]), acc.v[m][n]);
   }
   static void write(const Acc& acc, int rows, int cols, float* y, int64_t ldy) {
     for (int m = 0; m < rows; ++m) std::memcpy(y + m * ldy, acc.v[m], size_t(cols) * sizeof(float));

@@ -24,19 +24,19 @@ void matmul_fp8_pairs(const bf16_t* x, int64_t M, int64_t K, const void* w, cons
                       int64_t n1, float* y, int64_t ldy, uint8_t* panel);
 void decode_fp8_tile_avx512(const uint8_t* codes, const Fp8TileScales& s, uint8_t* out);
 void matmul_q8_0(const ActBlockQ8* x, int64_t M, int64_t K, const void* w, int64_t n0, int64_t n1, float* y,
-                 int64_t ldy, int8_t* panel);
+                 int64_t ldy, int8_t* scratch);
 void matmul_q4_0(const ActBlockQ8* x, int64_t M, int64_t K, const void* w, int64_t n0, int64_t n1, float* y,
-                 int64_t ldy, int8_t* panel);
+                 int64_t ldy, int8_t* scratch);
 }  // namespace amx
 
 namespace {
 
-// Scratch for the INT8 kernels' widened Q4_0 panel (K / 32 blocks of 512 bytes), per thread.
-int8_t* int8_panel(int64_t K) {
-  thread_local std::vector<int8_t> panel;
-  const size_t need = size_t(K / 32 * tiles::kPanelBlock);
-  if (panel.size() < need) panel.resize(need);
-  return panel.data();
+// Scratch for the INT8 kernels (Q4_0's widened panel and the activation tiles), per thread.
+int8_t* int8_scratch(int64_t M, int64_t K) {
+  thread_local AlignedBytes scratch;
+  const size_t need = tiles::int8_scratch_bytes(M, K);
+  if (scratch.size() < need) scratch.resize(need);
+  return reinterpret_cast<int8_t*>(scratch.data());
 }
 
 // Scratch for the FP8 kernels' decoded panel of two weight blocks (more than 32 rows), per thread.
@@ -64,21 +64,23 @@ using MatmulInt8Fn = void (*)(const ActBlockQ8*, int64_t, int64_t, const void*, 
 // Below kMinRows rows the VNNI kernel is faster than tiles (same bits either way): every 32-weight
 // block needs a fresh C tile, stored and scaled by the vector unit, and Q4_0 also widens its
 // nibbles first. Measured with eaglet_bench_kernels' run_ggml (5632 x 2048, 2 threads, Intel Xeon
-// AMX VM): Q8_0 ties at M = 2-4 and tiles win from 8; Q4_0's VNNI kernel wins up to M = 8.
+// AMX VM, activation tiles and next-group prefetch in place): Q8_0's VNNI kernel wins up to M = 4
+// (441 against 517 us) and tiles from 8 (534 against 595); Q4_0 ties at 12 (565 / 542 us) and
+// tiles win at 16 (553 against 673).
 constexpr int64_t kAmxMinRowsQ8_0 = 8, kAmxMinRowsQ4_0 = 16;
 
 template <MatmulInt8Fn kTiles, MatmulGgmlFn kVnni, int64_t kMinRows>
 void amx_int8(const ActBlockQ8* x, int64_t M, int64_t K, const void* w, int64_t n0, int64_t n1, float* y,
               int64_t ldy) {
   if (M < kMinRows) return kVnni(x, M, K, w, n0, n1, y, ldy);
-  kTiles(x, M, K, w, n0, n1, y, ldy, int8_panel(K));
+  kTiles(x, M, K, w, n0, n1, y, ldy, int8_scratch(M, K));
 }
 
 template <class Q>
 void int8_model(const ActBlockQ8* x, int64_t M, int64_t K, const void* w, int64_t n0, int64_t n1, float* y,
                 int64_t ldy) {
   TileModel t;
-  tiles::matmul_int8<TileModel, Q>(t, x, M, K, w, n0, n1, y, ldy, int8_panel(K));
+  tiles::matmul_int8<TileModel, Q>(t, x, M, K, w, n0, n1, y, ldy, int8_scratch(M, K));
 }
 
 void matmul_bf16_pairs_model(const bf16_t* x, int64_t M, int64_t K, const void* w, int64_t n0, int64_t n1, float* y,
@@ -133,7 +135,7 @@ bool amx_int8_self_test(std::string* why) {
   const AlignedBytes p4 = interleave_rows(GgmlType::Q4_0, w4.data(), N, K, kRowGroup16);
   const auto differs = [&](const char* type, MatmulGgmlFn model, MatmulInt8Fn real, const void* w) {
     std::vector<float> got(size_t(M * N), NAN), want(size_t(M * N));
-    real(xq.data(), M, K, w, 0, N, got.data(), N, int8_panel(K));
+    real(xq.data(), M, K, w, 0, N, got.data(), N, int8_scratch(M, K));
     model(xq.data(), M, K, w, 0, N, want.data(), N);
     for (size_t i = 0; i < got.size(); ++i)
       if (std::memcmp(&got[i], &want[i], sizeof(float)) != 0) {
