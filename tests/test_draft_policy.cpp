@@ -62,6 +62,43 @@ TEST(DraftPolicy, ADraftSlowerThanItsGainIsSkippedExceptForProbesThatBackOff) {
   EXPECT_EQ(until_probe, DraftPolicy::kProbeEvery);
 }
 
+// One drafted step of a one-node chain with draft probability `score`: trimmed, then verified
+// (accepted or not). Returns the nodes the policy kept.
+int drafted_step(DraftPolicy& p, DraftPolicy::SeqState& s, float score, bool accepted) {
+  DraftTree t;
+  t.add(7, -1, score);
+  std::vector<DraftTree> trees{t};
+  std::vector<DraftPolicy::SeqState*> states{&s};
+  p.trim(trees, states, 1, 0.02, 1);
+  const int kept = trees[0].size();
+  if (kept > 0) p.observe(s, trees[0], accepted ? std::vector<int>{0} : std::vector<int>{});
+  return kept;
+}
+
+// A hard passage drives the acceptance estimates down until drafting stops; the probes must then
+// verify what they draft, or the estimates never move again (a probe trimmed away on the very
+// estimates that stopped drafting once kept a Q4_0 run plain for most of its steps).
+TEST(DraftPolicy, ProbesVerifyTheirFirstNodeSoDraftingComesBackWhenTheDraftRecovers) {
+  DraftPolicy p(parse_draft_shape("auto", -1), flat_cost(), true);
+  DraftPolicy::SeqState s = p.new_sequence();
+  int step = 0;
+  while (step < 500 && p.worth_drafting(1, 1)) {
+    drafted_step(p, s, 0.1f, false);
+    ++step;
+  }
+  ASSERT_LT(step, 500) << "rejected drafts never switched drafting off";
+  // The draft does well again: every probe's node is accepted.
+  int probes = 0;
+  for (step = 0; step < 400; ++step) {
+    if (!p.worth_drafting(1, 1)) continue;
+    ++probes;
+    ASSERT_EQ(drafted_step(p, s, 0.1f, true), 1) << "probe " << probes << " verified nothing";
+    if (probes >= 2 && p.worth_drafting(1, 1)) break;  // drafting on merit, not a probe
+  }
+  EXPECT_LT(step, 400) << "drafting did not come back after " << probes << " accepted probes";
+  EXPECT_LE(probes, 4);
+}
+
 // A block draft (DFlash): every step asks for the whole block whatever came before, and the cost
 // curve alone decides how much of it is verified: all of it where 16 tokens cost about one, the
 // prefix with the best rate where each token costs a fifth of a step.

@@ -4,6 +4,8 @@
 #include <cmath>
 #include <queue>
 
+#include <spdlog/spdlog.h>
+
 #include "core/error.h"
 #include "models/attention.h"
 
@@ -142,6 +144,10 @@ bool DraftPolicy::worth_drafting(int sequences, int fixed_tokens) {
       return true;
     }
   }
+  if (skipped_ == 1)
+    spdlog::debug("auto: drafting off for {} sequences: first-node acceptance {:.2f}, draft level {:.2f} ms, "
+                  "plain step {:.2f} ms; next probe in {} steps",
+                  sequences, first_hit_, draft * 1e3, cost_->target_seconds(fixed_tokens) * 1e3, probe_every_);
   return false;
 }
 
@@ -183,6 +189,14 @@ void DraftPolicy::trim(std::vector<DraftTree>& trees, std::vector<SeqState*>& st
       best_taken = taken;
     }
   }
+  // A probe verifies at least its first nodes whatever the estimates say: they only move when
+  // drafts are verified, and trimming the probe away on the estimates that switched drafting off
+  // kept it off for good (a hard passage once left a Q4_0 run drafting for a third of its steps).
+  // Unless even a sure first node would not pay (a compute-bound step): then acceptance is not
+  // what keeps drafting off, and verifying would teach nothing.
+  const double sure_first = 2 * roots / (draft_seconds + cost_->target_seconds(fixed_tokens + int(roots)));
+  if (probing_ && sure_first > roots / cost_->target_seconds(fixed_tokens))
+    for (int& t : best_taken) t = std::max(t, 1);
   for (size_t i = 0; i < trees.size(); ++i) trees[i].truncate(best_taken[i]);
   if (!cfg_.whole_block) adapt_shapes(trees, est, states, best_rate);
 }
@@ -217,7 +231,9 @@ void DraftPolicy::observe(SeqState& s, const DraftTree& tree, const std::vector<
   const auto e = estimates(s, tree);
   std::vector<char> on_path(size_t(tree.size()), 0);
   for (int p : path) on_path[size_t(p)] = 1;
-  first_hit_ = 0.95 * first_hit_ + 0.05 * on_path[0];
+  // A probe's verdict stands for the steps skipped before it, so it moves the average more.
+  const double w = probing_ ? kProbeWeight : kStepWeight;
+  first_hit_ = (1 - w) * first_hit_ + w * on_path[0];
   s.predicted *= kSeqDecay;
   s.accepted *= kSeqDecay;
   for (int i = 0; i < tree.size(); ++i) {

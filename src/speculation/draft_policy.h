@@ -91,6 +91,7 @@ class DraftPolicy {
   int probe_every_ = kProbeEvery;  // skipped steps before the next probe
   bool probing_ = false;   // this step drafts only to refresh the estimates: one level
   double first_hit_ = 0.7;     // EMA of how often a tree's first node is accepted
+  static constexpr double kStepWeight = 0.05, kProbeWeight = 0.25;  // its weights per step, per probe
   // Calibration: nodes verified and accepted per bin (probability bins, or depths when unscored).
   std::vector<double> seen_, hits_;
 };
