@@ -68,7 +68,10 @@ struct Tiles {
       cfg.colsb[i] = s.colsb[i];
       cfg.rows[i] = s.rows[i];
     }
-    _tile_loadconfig(&cfg);
+    // Not _tile_loadconfig: GCC 12's declares an 8-byte memory operand, so the stores to the
+    // rest of a stack-local config may be dropped as dead (llama.cpp de3ff81 built with GCC 12
+    // loads such a config and faults). The whole 64-byte object is the operand here.
+    asm volatile("ldtilecfg %0" ::"m"(cfg));
   }
   void release() { _tile_release(); }
   template <int T>
