@@ -121,6 +121,11 @@ double DraftPolicy::level_seconds() const {
   return s[(s.size() - 1) / 2];
 }
 
+bool DraftPolicy::drafting_pays(int sequences, int fixed_tokens, double draft, int nodes, double gain) const {
+  const double plain = double(sequences) / cost_->target_seconds(fixed_tokens);
+  return double(sequences) * (1 + gain) / (draft + cost_->target_seconds(fixed_tokens + nodes * sequences)) > plain;
+}
+
 bool DraftPolicy::worth_drafting(int sequences, int fixed_tokens) {
   if (!cfg_.adaptive || sequences <= 0) return true;
   probing_ = false;
@@ -131,14 +136,12 @@ bool DraftPolicy::worth_drafting(int sequences, int fixed_tokens) {
     return true;
   }
   const double draft = level_seconds();
-  const double plain = double(sequences) / cost_->target_seconds(fixed_tokens);
   // One to four nodes per sequence, each level accepted with the first node's rate.
   double gain = 0, a = 1;
   for (int k = 1; k <= 4; ++k) {
     a *= first_hit_;
     gain += a;
-    const double rate = double(sequences) * (1 + gain) / (draft + cost_->target_seconds(fixed_tokens + k * sequences));
-    if (rate > plain) {
+    if (drafting_pays(sequences, fixed_tokens, draft, k, gain)) {
       skipped_ = 0;
       probe_every_ = kProbeEvery;
       return true;
@@ -194,8 +197,7 @@ void DraftPolicy::trim(std::vector<DraftTree>& trees, std::vector<SeqState*>& st
   // kept it off for good (a hard passage once left a Q4_0 run drafting for a third of its steps).
   // Unless even a sure first node would not pay (a compute-bound step): then acceptance is not
   // what keeps drafting off, and verifying would teach nothing.
-  const double sure_first = 2 * roots / (draft_seconds + cost_->target_seconds(fixed_tokens + int(roots)));
-  if (probing_ && sure_first > roots / cost_->target_seconds(fixed_tokens))
+  if (probing_ && drafting_pays(int(roots), fixed_tokens, draft_seconds, 1, 1.0))
     for (int& t : best_taken) t = std::max(t, 1);
   for (size_t i = 0; i < trees.size(); ++i) trees[i].truncate(best_taken[i]);
   if (!cfg_.whole_block) adapt_shapes(trees, est, states, best_rate);

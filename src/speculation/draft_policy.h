@@ -85,6 +85,9 @@ class DraftPolicy {
   // The draft's cost per tree level (a batched forward): the lower median of the last samples,
   // so neither the first forward's page faults nor a VM stall sets it.
   double level_seconds() const;
+  // Whether `nodes` drafted per sequence, bringing `gain` expected tokens each, beat plain
+  // decoding of the step after `draft` seconds of drafting.
+  bool drafting_pays(int sequences, int fixed_tokens, double draft, int nodes, double gain) const;
   std::vector<double> level_samples_;  // ring of the last kLevelSamples
   size_t level_next_ = 0;
   int skipped_ = 0;        // consecutive steps worth_drafting said no
