@@ -3,6 +3,7 @@
 // a whole model), and the real AMX and AVX-512 BF16 kernels against the reference where they exist.
 #include <gtest/gtest.h>
 
+#include <bit>
 #include <cmath>
 #include <random>
 
@@ -33,13 +34,16 @@ struct Problem {
   AlignedBytes packed;
   std::vector<bf16_t> xb;  // the padded BF16 activations
 
-  Problem(int64_t m, int64_t k, int64_t n, unsigned seed) : M(m), K(k), N(n) {
+  // wide: values of exponents 2^-9..2^8 rather than 2^-9..2^0, so a different order of additions
+  // shows in the low bits.
+  Problem(int64_t m, int64_t k, int64_t n, unsigned seed, bool wide = false) : M(m), K(k), N(n) {
     std::mt19937 rng(seed);
     std::uniform_real_distribution<float> u(-1.0f, 1.0f);
+    std::uniform_int_distribution<int> e(0, wide ? 8 : 0);
     x.resize(size_t(M * K));
     w.resize(size_t(N * K));
-    for (float& v : x) v = u(rng);
-    for (bf16_t& v : w) v = f32_to_bf16(u(rng));
+    for (float& v : x) v = std::ldexp(u(rng), e(rng));
+    for (bf16_t& v : w) v = f32_to_bf16(std::ldexp(u(rng), e(rng)));
     packed = pack_bf16_pairs(w.data(), N, K);
     xb.resize(bf16_pairs_activation_count(M, K));
     bf16_pairs_activations(x.data(), M, K, xb.data());
@@ -305,6 +309,39 @@ TEST_P(PairsKernel, BatchInvariantOverRowsAndThreads) {
       }
   }
   set_table_override(nullptr);
+}
+
+// Bitwise the tile model (`want`, from the model's table) over row counts that take every path.
+void expect_tile_model_bits(MatmulBf16PairsFn fn, std::initializer_list<int64_t> Ms, const char* what) {
+  for (int64_t M : Ms)
+    for (int64_t K : {32, 90, 2048})
+      for (int64_t N : {40, 130}) {
+        const Problem p(M, K, N, unsigned(M * 7919 + K + N), /*wide=*/true);
+        const auto want = p.run(tile_model_table().matmul_bf16_pairs, 0, N);
+        const auto got = p.run(fn, 0, N);
+        for (size_t i = 0; i < got.size(); ++i)
+          ASSERT_EQ(std::bit_cast<uint32_t>(got[i]), std::bit_cast<uint32_t>(want[i]))
+              << what << ": M " << M << " K " << K << " N " << N << " at " << i / size_t(N) << "," << i % size_t(N)
+              << ": " << got[i] << " against the model's " << want[i];
+      }
+}
+
+// The tiles add in the order the tile model describes, bit for bit (the instruction reference's
+// one product after another is not what the hardware does), so AMX's decode rows can run on the
+// vector loop in the same order and speculation stays bitwise lossless.
+TEST(AmxTiles, GiveTheTileModelsBitsAndSoDoesTheDecodeLoop) {
+  if (int(best_supported_isa()) < int(Isa::Amx))
+    GTEST_SKIP() << "this CPU has no AMX-BF16 (best here: " << isa_name(best_supported_isa()) << ")";
+  ASSERT_STREQ(amx_table().name, "amx") << "AMX is granted but its kernels are off (see the log)";
+  ASSERT_NE(amx_table().bf16_pairs_name, nullptr) << "the tiles' decode rows did not move to the vector loop (see the log)";
+  expect_tile_model_bits(amx_table().matmul_bf16_pairs, {1, 2, 4, 16, 37}, "amx table");
+}
+
+// The AVX-512 loop in the tiles' order, on every CPU with vdpbf16ps (AMD's too): the model's bits.
+TEST(TileOrderLoop, GivesTheTileModelsBits) {
+  if (int(best_supported_isa()) < int(Isa::Avx512Bf16))
+    GTEST_SKIP() << "this CPU has no AVX-512 BF16 (best here: " << isa_name(best_supported_isa()) << ")";
+  expect_tile_model_bits(avx512::matmul_bf16_pairs_tile_order, {1, 2, 3, 4}, "tile-order loop");
 }
 
 INSTANTIATE_TEST_SUITE_P(Isa, PairsKernel, ::testing::Values(Isa::Avx512Bf16, Isa::Amx),

@@ -68,6 +68,7 @@ struct IsaTable {
   // x [M, K] to the activation blocks the GGUF kernels read (every ISA gives the same codes).
   void (*quantize_act)(const float* x, int64_t M, int64_t K, ActBlockQ8* out);
   MatmulBf16PairsFn matmul_bf16_pairs;
+  const char* bf16_pairs_name = nullptr;  // its name in reports where not `name` (AMX's decode rows)
   void (*softmax)(float* x, int64_t n);  // in place
   ToBf16Fn to_bf16;                      // f32_to_bf16's bits on every ISA
   Layout fp8_layout = Layout::RowMajor;  // how pack() lays out FP8 weights (AMX: FP8 pairs)
@@ -98,13 +99,21 @@ void matmul_q4_0(const ActBlockQ8* x, int64_t M, int64_t K, const void* w, int64
                  int64_t ldy);
 }  // namespace vnni
 
+// The BF16 pairs matmul on AVX-512 BF16 adding in the AMX tiles' order (tile_model.h), for up to
+// 4 rows: the AMX table's decode step (kernels/pairs_avx512.cpp).
+namespace avx512 {
+void matmul_bf16_pairs_tile_order(const bf16_t* x, int64_t M, int64_t K, const void* w, int64_t n0, int64_t n1,
+                                  float* y, int64_t ldy);
+}  // namespace avx512
+
 const IsaTable& scalar_table();
 const IsaTable& avx2_table();
 const IsaTable& avx512_table();
 const IsaTable& avx512bf16_table();
 // AMX tiles for BF16 pairs, on top of avx512bf16. Built once: it asks the kernel for tile state
 // and checks the AMX kernel against the tile model on a small matmul; when either fails it logs
-// why and is the avx512bf16 table (its `name` says which ran).
+// why and is the avx512bf16 table (its `name` says which ran). Where the tiles give the model's
+// bits, one-row matmuls run matmul_bf16_pairs_tile_order instead (`bf16_pairs_name` says so).
 const IsaTable& amx_table();
 // The portable model of the AMX tiles (tile_model.h) on top of the best vector table: slow, runs
 // anywhere, and reads the same packed weights, so the AMX path's logic is tested on every machine.

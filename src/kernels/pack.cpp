@@ -87,7 +87,10 @@ std::string kernel_name(const WeightView& w, const IsaTable& t) {
     }
     case DType::BF16:
       // Pairs on a table without a pairs kernel (the ISA switched after loading) run the scalar one.
-      if (w.layout == Layout::Bf16Pairs16) return (t.bf16_layout == w.layout ? isa : std::string("scalar")) + " bf16";
+      if (w.layout == Layout::Bf16Pairs16) {
+        if (t.bf16_layout != w.layout) return "scalar bf16";
+        return (t.bf16_pairs_name ? t.bf16_pairs_name : isa) + " bf16";
+      }
       return isa + (t.matmul_bf16_bf16 ? " bf16" : " bf16>f32");
     default: return isa + " " + dtype_name(w.dtype);
   }

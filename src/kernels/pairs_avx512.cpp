@@ -26,11 +26,17 @@
 // same arithmetic as verification and prefill. vdpbf16ps rounds as the CPU does (Intel documents
 // both products added in turn, denormals flushed), so results are within rounding of the scalar
 // reference, not its bits.
+//
+// On AMX machines the tiles run verification and prefill, and matmul_bf16_pairs_tile_order runs
+// up to 4 rows (the decode step) on this kernel with the tiles' order of additions, bit for bit
+// theirs: a vector loop streams the weights at M = 1 faster than a 1-row tile pass does.
 #include <immintrin.h>
 
 #include <algorithm>
 #include <array>
 #include <cstring>
+#include <stdexcept>
+#include <string>
 #include <utility>
 #include <vector>
 
@@ -66,7 +72,14 @@ struct TileArgs {
 inline void prefetch(const uint8_t* p) { _mm_prefetch(reinterpret_cast<const char*>(p), _MM_HINT_T0); }
 
 // The fixed loops are unrolled so the R x NB accumulators stay in registers.
-template <int R, int NB>
+//
+// kTileOrder adds in the order AMX's TDPBF16PS does (measured bit for bit on Sapphire Rapids-class
+// Xeons; tile_model.h): within each tile of 16 pairs, the even elements' products summed in pair
+// order, the odd elements' likewise, and then acc + (even + odd). vdpbf16ps adds a pair's odd
+// product and then its even one, so the two sums run as two vdpbf16ps chains on activation pairs
+// with the other half masked to zero (adding an exact zero changes nothing). Twice the dot
+// products: a path for few rows, where the weight stream bounds the time.
+template <int R, int NB, bool kTileOrder = false>
 void tile(const TileArgs& a) {
   __m512 acc[R][NB];
 #pragma GCC unroll 16
@@ -76,6 +89,7 @@ void tile(const TileArgs& a) {
       const __mmask16 keep = j == NB - 1 ? a.last : __mmask16(0xFFFF);
       acc[i][j] = a.first ? _mm512_setzero_ps() : _mm512_maskz_loadu_ps(keep, a.y + i * a.ldy + 16 * j);
     }
+  [[maybe_unused]] __m512 even[R][NB], odd[R][NB];
   const auto step = [&](int64_t p, const uint8_t* ahead) {
     __m512bh w[NB];
 #pragma GCC unroll 8
@@ -85,19 +99,52 @@ void tile(const TileArgs& a) {
     }
 #pragma GCC unroll 16
     for (int i = 0; i < R; ++i) {
-      const __m512bh xp = (__m512bh)_mm512_set1_epi32(a.x[p * R + i]);
+      const __m512i xp = _mm512_set1_epi32(a.x[p * R + i]);
+      if constexpr (kTileOrder) {
+        const __m512bh xe = (__m512bh)_mm512_and_si512(xp, _mm512_set1_epi32(0xFFFF));
+        const __m512bh xo = (__m512bh)_mm512_andnot_si512(_mm512_set1_epi32(0xFFFF), xp);
 #pragma GCC unroll 8
-      for (int j = 0; j < NB; ++j) acc[i][j] = _mm512_dpbf16_ps(acc[i][j], xp, w[j]);
+        for (int j = 0; j < NB; ++j) {
+          even[i][j] = _mm512_dpbf16_ps(even[i][j], xe, w[j]);
+          odd[i][j] = _mm512_dpbf16_ps(odd[i][j], xo, w[j]);
+        }
+      } else {
+#pragma GCC unroll 8
+        for (int j = 0; j < NB; ++j) acc[i][j] = _mm512_dpbf16_ps(acc[i][j], (__m512bh)xp, w[j]);
+      }
     }
+  };
+  // One tile of K (kTileOrder): its two sums from zero, then added to the accumulator.
+  const auto begin_k_tile = [&] {
+#pragma GCC unroll 16
+    for (int i = 0; i < R; ++i)
+#pragma GCC unroll 8
+      for (int j = 0; j < NB; ++j) even[i][j] = odd[i][j] = _mm512_setzero_ps();
+  };
+  const auto end_k_tile = [&] {
+#pragma GCC unroll 16
+    for (int i = 0; i < R; ++i)
+#pragma GCC unroll 8
+      for (int j = 0; j < NB; ++j) acc[i][j] = _mm512_add_ps(acc[i][j], _mm512_add_ps(even[i][j], odd[i][j]));
   };
   // Past the chunk's end, prefetch what the next pass reads: these blocks' next chunk (the lines
   // that follow) or the same chunk of the next group of blocks.
   const int64_t split = std::max(a.p0, a.p1 - kAhead);
   const uint8_t* next = a.along_k ? a.w + kAhead * kLineBytes
                                   : a.w + NB * a.block_bytes + (a.p0 - a.p1 + kAhead) * kLineBytes;
-  int64_t p = a.p0;
-  for (; p < split; ++p) step(p, a.w + (p + kAhead) * kLineBytes);
-  for (; p < a.p1; ++p) step(p, next + p * kLineBytes);
+  const auto ahead = [&](int64_t p) { return p < split ? a.w + (p + kAhead) * kLineBytes : next + p * kLineBytes; };
+  if constexpr (kTileOrder) {
+    for (int64_t p = a.p0; p < a.p1; p += kPairK / 2) {  // chunks start and end on K tiles
+      begin_k_tile();
+#pragma GCC unroll 16
+      for (int64_t q = p; q < p + kPairK / 2; ++q) step(q, ahead(q));
+      end_k_tile();
+    }
+  } else {
+    int64_t p = a.p0;
+    for (; p < split; ++p) step(p, a.w + (p + kAhead) * kLineBytes);
+    for (; p < a.p1; ++p) step(p, next + p * kLineBytes);
+  }
 #pragma GCC unroll 16
   for (int i = 0; i < R; ++i)
 #pragma GCC unroll 8
@@ -126,17 +173,18 @@ void for_column_groups(TileArgs a, const uint8_t* w, int64_t n0, int64_t n1, flo
 
 // Tiles of R rows x 1..NB blocks, by width.
 using TileFn = void (*)(const TileArgs&);
-template <int R, int... S>
+template <int R, bool kTileOrder, int... S>
 constexpr std::array<TileFn, sizeof...(S)> tiles_by_width(std::integer_sequence<int, S...>) {
-  return {&tile<R, S + 1>...};
+  return {&tile<R, S + 1, kTileOrder>...};
 }
-template <int R, int NB>
-constexpr auto kTilesUpTo = tiles_by_width<R>(std::make_integer_sequence<int, NB>{});
+template <int R, int NB, bool kTileOrder = false>
+constexpr auto kTilesUpTo = tiles_by_width<R, kTileOrder>(std::make_integer_sequence<int, NB>{});
 
 // Up to 8 rows: one tile of all of them, R x (up to) NB.
-template <int R, int NB>
+template <int R, int NB, bool kTileOrder = false>
 void run_rows(const TileArgs& a, const uint8_t* w, int64_t n0, int64_t n1, float* y) {
-  for_column_groups<NB>(a, w, n0, n1, y, [](const TileArgs& g, int64_t blocks) { kTilesUpTo<R, NB>[blocks - 1](g); });
+  for_column_groups<NB>(a, w, n0, n1, y,
+                        [](const TileArgs& g, int64_t blocks) { kTilesUpTo<R, NB, kTileOrder>[blocks - 1](g); });
 }
 
 // More than 8 rows: groups of 3 blocks, each group's K in chunks that stay in L1 while every row
@@ -220,19 +268,22 @@ int64_t chunk_pairs(int64_t M, int64_t pairs) {
   return std::clamp<int64_t>(fit, kPairK / 2, pairs);
 }
 
+// The activations of M > 1 rows pair-major (a buffer of the calling thread); one row already is.
+const int32_t* pair_major(const bf16_t* x, int64_t M, int64_t K, int64_t pairs) {
+  if (M == 1) return reinterpret_cast<const int32_t*>(x);
+  int32_t* buf = transposed_buffer(size_t(M * pairs));
+  for_row_tiles<kTileRows>(M, [&](auto R, int64_t r0) {
+    transpose_pairs(x, bf16_pairs_activation_stride(K), r0, R(), pairs, buf + r0 * pairs);
+  });
+  return buf;
+}
+
 }  // namespace
 
 void matmul_bf16_pairs(const bf16_t* x, int64_t M, int64_t K, const void* w, int64_t n0, int64_t n1, float* y,
                        int64_t ldy) {
   const int64_t pairs = pairs_padded_k(K) / 2;
-  const int32_t* xt = reinterpret_cast<const int32_t*>(x);  // one row is pair-major already
-  if (M > 1) {
-    int32_t* buf = transposed_buffer(size_t(M * pairs));
-    for_row_tiles<kTileRows>(M, [&](auto R, int64_t r0) {
-      transpose_pairs(x, bf16_pairs_activation_stride(K), r0, R(), pairs, buf + r0 * pairs);
-    });
-    xt = buf;
-  }
+  const int32_t* xt = pair_major(x, M, K, pairs);
   const auto* wb = static_cast<const uint8_t*>(w);
   if (M > kTileRows)
     return run_tiles({xt, nullptr, pairs * kLineBytes, 0, 0, nullptr, ldy, 0xFFFF, true, true}, M, pairs, wb, n0, n1, y);
@@ -249,6 +300,24 @@ void matmul_bf16_pairs(const bf16_t* x, int64_t M, int64_t K, const void* w, int
       case 6: run_rows<6, 4>(a, wb, n0, n1, y); break;
       case 7: run_rows<7, 3>(a, wb, n0, n1, y); break;
       default: run_rows<8, 3>(a, wb, n0, n1, y); break;
+    }
+  }
+}
+
+void matmul_bf16_pairs_tile_order(const bf16_t* x, int64_t M, int64_t K, const void* w, int64_t n0, int64_t n1,
+                                  float* y, int64_t ldy) {
+  const int64_t pairs = pairs_padded_k(K) / 2;
+  const int32_t* xt = pair_major(x, M, K, pairs);
+  const auto* wb = static_cast<const uint8_t*>(w);
+  const int64_t chunk = chunk_pairs(M, pairs);
+  for (int64_t p0 = 0; p0 < pairs; p0 += chunk) {
+    const TileArgs a{xt, nullptr, pairs * kLineBytes, p0, std::min(pairs, p0 + chunk), nullptr, ldy, 0xFFFF, p0 == 0, false};
+    switch (M) {  // three accumulators per row and block: 12 registers for one row, 24 for two to four
+      case 1: run_rows<1, 4, true>(a, wb, n0, n1, y); break;
+      case 2: run_rows<2, 4, true>(a, wb, n0, n1, y); break;
+      case 3: run_rows<3, 2, true>(a, wb, n0, n1, y); break;
+      case 4: run_rows<4, 2, true>(a, wb, n0, n1, y); break;
+      default: throw std::invalid_argument("matmul_bf16_pairs_tile_order: M " + std::to_string(M) + " > 4");
     }
   }
 }

@@ -32,17 +32,31 @@ void matmul_bf16(const float* x, int64_t M, int64_t K, const bf16_t* w, int64_t 
     }
 }
 
-// The pairs layout in the tile model's order: pairs in K order, the even element added first.
+// One output of the pairs layout in the tiles' order (tile_model.h): per tile of 32 values of K,
+// the even elements' products summed in order, the odd ones' likewise, then acc += even + odd.
+template <class X, class W>
+float tile_order_dot(int64_t Kp, X x, W w) {
+  float acc = 0;
+  for (int64_t k0 = 0; k0 < Kp; k0 += kPairK) {
+    float even = 0, odd = 0;
+    for (int64_t k = k0; k < k0 + kPairK; k += 2) {
+      even += x(k) * w(k);
+      odd += x(k + 1) * w(k + 1);
+    }
+    acc += even + odd;
+  }
+  return acc;
+}
+
 void matmul_bf16_pairs(const bf16_t* x, int64_t M, int64_t K, const void* w, int64_t n0, int64_t n1, float* y,
                        int64_t ldy) {
   const auto* wb = static_cast<const bf16_t*>(w);
   const int64_t Kp = pairs_padded_k(K), ld = bf16_pairs_activation_stride(K);
   for (int64_t m = 0; m < M; ++m)
-    for (int64_t n = n0; n < n1; ++n) {
-      float acc = 0;
-      for (int64_t k = 0; k < Kp; ++k) acc += bf16_to_f32(x[m * ld + k]) * bf16_to_f32(wb[bf16_pairs_index(K, n, k)]);
-      y[m * ldy + n] = acc;
-    }
+    for (int64_t n = n0; n < n1; ++n)
+      y[m * ldy + n] = tile_order_dot(
+          Kp, [&](int64_t k) { return bf16_to_f32(x[m * ld + k]); },
+          [&](int64_t k) { return bf16_to_f32(wb[bf16_pairs_index(K, n, k)]); });
 }
 
 // FP8 pairs: each weight decoded as the tile decoders do, then the BF16 pairs order.
@@ -50,14 +64,16 @@ void matmul_fp8_pairs(const bf16_t* x, int64_t M, int64_t K, const void* w, cons
                       int64_t n1, float* y, int64_t ldy) {
   const auto* codes = static_cast<const uint8_t*>(w);
   const int64_t ld = bf16_pairs_activation_stride(K);
+  // Past K the activations are zero, so the padding's weights are never read.
+  const auto weight = [&](int64_t n, int64_t k) {
+    return k < K ? bf16_to_f32(decode_fp8(codes[fp8_pairs_index(K, n, k)], fp8_pairs_scale(s.scheme, s.data, K, n, k)))
+                 : 0.0f;
+  };
   for (int64_t m = 0; m < M; ++m)
-    for (int64_t n = n0; n < n1; ++n) {
-      float acc = 0;
-      for (int64_t k = 0; k < K; ++k)
-        acc += bf16_to_f32(x[m * ld + k]) *
-               bf16_to_f32(decode_fp8(codes[fp8_pairs_index(K, n, k)], fp8_pairs_scale(s.scheme, s.data, K, n, k)));
-      y[m * ldy + n] = acc;
-    }
+    for (int64_t n = n0; n < n1; ++n)
+      y[m * ldy + n] = tile_order_dot(
+          pairs_padded_k(K), [&](int64_t k) { return bf16_to_f32(x[m * ld + k]); },
+          [&](int64_t k) { return weight(n, k); });
 }
 
 void matmul_bf16_bf16(const bf16_t* x, int64_t M, int64_t K, const bf16_t* w, int64_t n0,
