@@ -64,6 +64,10 @@ namespace {
 // The activation copies a matmul makes (BF16 rows, int8 blocks) live in buffers of the calling
 // thread, grown to the largest call and then reused: a decode step makes hundreds of matmul calls,
 // and the engine thread runs them all. Slot j serves the j-th matmul of one grouped call.
+struct alignas(64) CacheLine {
+  unsigned char bytes[64];
+};
+
 template <class T>
 T* activation_buffer(size_t slot, size_t n) {
   // Cache-line aligned, as packed weights are: activation tiles load 64-byte rows too.
@@ -114,6 +118,16 @@ class PreparedMatmul {
                    w.cols, ggml_block_weights(w.quant));
       if (shared && is_ggml_blocks(same_x->w_.quant)) xq_ = same_x->xq_;
       else xq_ = quantized_activations(t, x, M, w.cols, slot);
+      const GgmlActTiles& a = ggml_->act_tiles;
+      if (a.fn && M >= a.min_rows) {
+        if (shared && same_x->act_tiles_ && same_x->ggml_->act_tiles.prepare == a.prepare) {
+          act_tiles_ = same_x->act_tiles_;
+        } else {
+          auto* tiles = activation_buffer<CacheLine>(slot, (a.bytes(M, w.cols) + sizeof(CacheLine) - 1) / sizeof(CacheLine));
+          a.prepare(xq_, M, w.cols, tiles);
+          act_tiles_ = tiles;
+        }
+      }
     }
     if (w.dtype == DType::F8_E4M3)
       EAGLET_CHECK(w.quant != QuantScheme::None && w.cols % kMxGroup == 0,
@@ -124,7 +138,8 @@ class PreparedMatmul {
     const int64_t K = w_.cols, N = w_.rows;
     if (ggml_) {
       EAGLET_CHECK(n0 % row_group(w_.layout) == 0, "internal: GGUF block matmul split at row {}, inside a row group", n0);
-      ggml_->fn(xq_, M_, K, w_.data, n0, n1, y_, N);
+      if (act_tiles_) ggml_->act_tiles.fn(act_tiles_, M_, K, w_.data, n0, n1, y_, N);
+      else ggml_->fn(xq_, M_, K, w_.data, n0, n1, y_, N);
     }
     else if (pairs_) {
       if (w_.layout == Layout::Fp8Pairs16) t_.matmul_fp8_pairs(xb_, M_, K, w_.data, w_.fp8_scales(), n0, n1, y_, N);
@@ -156,6 +171,7 @@ class PreparedMatmul {
   const GgmlKernel* ggml_ = nullptr;
   const bf16_t* xb_ = nullptr;      // BF16 activations (pairs: padded), in an activation buffer
   const ActBlockQ8* xq_ = nullptr;  // int8 blocks for GGUF weights
+  const void* act_tiles_ = nullptr;  // xq_ as the kernel's activation tiles (GgmlActTiles), if it reads them
 };
 
 // A multiple of the GGUF kernels' row groups (8, 16) and of the pairs layout's 16-row blocks, so no

@@ -39,12 +39,26 @@ using MatmulFp8PairsFn = void (*)(const bf16_t* x, int64_t M, int64_t K, const v
                                   int64_t n0, int64_t n1, float* y, int64_t ldy);
 using MatmulGgmlFn = void (*)(const ActBlockQ8* x, int64_t M, int64_t K, const void* w, int64_t n0, int64_t n1,
                               float* y, int64_t ldy);
+// Kernels that read the activation blocks rearranged (the AMX A tiles): from `min_rows` rows,
+// dispatch lays them out once per matmul with `prepare` (into `bytes(M, K)` bytes, 64-byte
+// aligned; x padded to a multiple of 16 rows) and every column range's call reads them through
+// `fn`, where the kernel would otherwise copy them again per call and thread.
+struct GgmlActTiles {
+  int64_t min_rows = 0;
+  size_t (*bytes)(int64_t M, int64_t K) = nullptr;
+  void (*prepare)(const ActBlockQ8* x, int64_t M, int64_t K, void* out) = nullptr;
+  void (*fn)(const void* act, int64_t M, int64_t K, const void* w, int64_t n0, int64_t n1, float* y,
+             int64_t ldy) = nullptr;
+};
+
 // One GGUF block type's kernel in a table: the row interleave pack() makes for it, and its name
-// in reports. Every kernel gives the scalar reference's bits, whatever its layout.
+// in reports. Every kernel gives the scalar reference's bits, whatever its layout; `fn` takes any
+// M (it rearranges the activations itself where `act_tiles` would).
 struct GgmlKernel {
   MatmulGgmlFn fn = nullptr;
   Layout layout = Layout::Rows8;
   const char* name = "";  // "scalar", "avx2", "avx512-vnni", "amx-int8", "amx-int8-model"
+  GgmlActTiles act_tiles = {};
 };
 
 struct IsaTable {

@@ -268,16 +268,16 @@ void decode_fp8_tile_avx512(const uint8_t* codes, const Fp8TileScales& s, uint8_
   Tiles::decode_fp8(codes, s, out);
 }
 
-void matmul_q8_0(const ActBlockQ8* x, int64_t M, int64_t K, const void* w, int64_t n0, int64_t n1, float* y,
-                 int64_t ldy, int8_t* scratch) {
+void matmul_q8_0(const void* act, int64_t M, int64_t K, const void* w, int64_t n0, int64_t n1, float* y, int64_t ldy,
+                 int8_t* panel) {
   Tiles t;
-  tiles::matmul_int8<Tiles, tiles::Q8Tiles>(t, x, M, K, w, n0, n1, y, ldy, scratch);
+  tiles::matmul_int8<Tiles, tiles::Q8Tiles>(t, static_cast<const tiles::ActTile*>(act), M, K, w, n0, n1, y, ldy, panel);
 }
 
-void matmul_q4_0(const ActBlockQ8* x, int64_t M, int64_t K, const void* w, int64_t n0, int64_t n1, float* y,
-                 int64_t ldy, int8_t* scratch) {
+void matmul_q4_0(const void* act, int64_t M, int64_t K, const void* w, int64_t n0, int64_t n1, float* y, int64_t ldy,
+                 int8_t* panel) {
   Tiles t;
-  tiles::matmul_int8<Tiles, tiles::Q4Tiles>(t, x, M, K, w, n0, n1, y, ldy, scratch);
+  tiles::matmul_int8<Tiles, tiles::Q4Tiles>(t, static_cast<const tiles::ActTile*>(act), M, K, w, n0, n1, y, ldy, panel);
 }
 
 }  // namespace eaglet::kernels::amx

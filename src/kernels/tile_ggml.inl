@@ -8,10 +8,12 @@
 // Q8_0's tiles load straight from the matrix; Q4_0's nibbles are first widened to (nibble - 8)
 // bytes, a 16-column panel at a time, which every pass over 16 activation rows then reuses.
 // Activations are the per-block int8 codes (ActBlockQ8; rows zero-padded to a multiple of 16 by
-// dispatch.cpp), copied first into one A tile per block and pass of 16 rows (ActTile: 512
-// contiguous, line-aligned bytes and the rows' scales). Loaded in place, with the row stride of
-// the blocks, every A tile touched 16-32 lines (40-byte blocks straddle lines) that the weight
-// stream kept evicting from L1: a quarter of the kernel's samples waited on those loads.
+// dispatch.cpp), laid out as one A tile per block and pass of 16 rows (ActTile: 512 contiguous,
+// line-aligned bytes and the rows' scales) by copy_act_tiles, once per matmul (dispatch.cpp,
+// GgmlActTiles): every thread's every column range read the same tiles, and copying them per
+// call cost 5-10% at 16-32 rows. Loaded in place, with the row stride of the blocks, every A tile
+// touched 16-32 lines (40-byte blocks straddle lines) that the weight stream kept evicting from
+// L1: a quarter of the kernel's samples waited on those loads.
 //
 // Every block's scales differ, so each block has a tile of its own exact integer sums (TDPBSSD
 // into a zeroed C tile), stored and scaled into F32 accumulators by the vector unit:
@@ -37,11 +39,11 @@ struct alignas(64) ActTile {
   float d[kInt8Rows];
 };
 
-// Bytes of scratch matmul_int8 needs (64-byte aligned): Q4_0's widened panel, then the A tiles.
-inline size_t int8_scratch_bytes(int64_t M, int64_t K) {
-  const int64_t nb = K / 32, passes = (M + kInt8Rows - 1) / kInt8Rows;
-  return size_t(nb) * (kPanelBlock + size_t(passes) * sizeof(ActTile));
+// Bytes of the A tiles of M rows (64-byte aligned), and of the panel Q4_0 widens its nibbles into.
+inline size_t int8_act_tiles_bytes(int64_t M, int64_t K) {
+  return size_t(K / 32) * size_t((M + kInt8Rows - 1) / kInt8Rows) * sizeof(ActTile);
 }
+inline size_t int8_panel_bytes(int64_t K) { return size_t(K / 32) * kPanelBlock; }
 
 // x's rows (padded to a multiple of 16) as A tiles, [pass][block].
 inline void copy_act_tiles(const ActBlockQ8* x, int64_t M, int64_t nb, ActTile* out) {
@@ -143,17 +145,14 @@ void column_tile(Tiles& t, const ActTile* a, int64_t nb, int rows, const typenam
   Tiles::write(acc, rows, cols, y, ldy);
 }
 
-// y[m, n] for m < M and n0 <= n < n1 (n0 a multiple of 16). x: M rows (zero-padded to a multiple
-// of 16) of K / 32 activation blocks; w: the matrix interleaved by 16; scratch: 64-byte aligned,
-// int8_scratch_bytes(M, K) of it. The first pass over each group of 16 columns asks for the next
+// y[m, n] for m < M and n0 <= n < n1 (n0 a multiple of 16). act: the A tiles of M rows of K / 32
+// activation blocks (copy_act_tiles); w: the matrix interleaved by 16; panel: 64-byte aligned,
+// int8_panel_bytes(K) of it. The first pass over each group of 16 columns asks for the next
 // group's weights, so the stream from memory overlaps the tile work instead of following it.
 template <class Tiles, class Q>
-void matmul_int8(Tiles& t, const ActBlockQ8* x, int64_t M, int64_t K, const void* w, int64_t n0, int64_t n1,
-                 float* y, int64_t ldy, int8_t* scratch) {
+void matmul_int8(Tiles& t, const ActTile* act, int64_t M, int64_t K, const void* w, int64_t n0, int64_t n1,
+                 float* y, int64_t ldy, int8_t* panel) {
   const int64_t nb = K / 32;
-  int8_t* panel = scratch;
-  auto* act = reinterpret_cast<ActTile*>(scratch + nb * kPanelBlock);
-  copy_act_tiles(x, M, nb, act);
   // One pass covers M <= 16 exactly (no work on padding); more rows take passes of 16.
   t.configure(int8_tile_shape(M < kInt8Rows ? int(M) : int(kInt8Rows)));
   const auto* groups = static_cast<const typename Q::Group*>(w);

@@ -24,20 +24,32 @@ void matmul_bf16_pairs(const bf16_t* x, int64_t M, int64_t K, const void* w, int
 void matmul_fp8_pairs(const bf16_t* x, int64_t M, int64_t K, const void* w, const Fp8Scales& s, int64_t n0,
                       int64_t n1, float* y, int64_t ldy, uint8_t* panel);
 void decode_fp8_tile_avx512(const uint8_t* codes, const Fp8TileScales& s, uint8_t* out);
-void matmul_q8_0(const ActBlockQ8* x, int64_t M, int64_t K, const void* w, int64_t n0, int64_t n1, float* y,
-                 int64_t ldy, int8_t* scratch);
-void matmul_q4_0(const ActBlockQ8* x, int64_t M, int64_t K, const void* w, int64_t n0, int64_t n1, float* y,
-                 int64_t ldy, int8_t* scratch);
+void matmul_q8_0(const void* act, int64_t M, int64_t K, const void* w, int64_t n0, int64_t n1, float* y, int64_t ldy,
+                 int8_t* panel);
+void matmul_q4_0(const void* act, int64_t M, int64_t K, const void* w, int64_t n0, int64_t n1, float* y, int64_t ldy,
+                 int8_t* panel);
 }  // namespace amx
 
 namespace {
 
-// Scratch for the INT8 kernels (Q4_0's widened panel and the activation tiles), per thread.
-int8_t* int8_scratch(int64_t M, int64_t K) {
+// Per-thread scratch of the INT8 kernels: Q4_0's widened panel, and the A tiles of a direct call.
+template <int kSlot>
+int8_t* int8_scratch(size_t need) {
   thread_local AlignedBytes scratch;
-  const size_t need = tiles::int8_scratch_bytes(M, K);
   if (scratch.size() < need) scratch.resize(need);
   return reinterpret_cast<int8_t*>(scratch.data());
+}
+int8_t* int8_panel(int64_t K) { return int8_scratch<0>(tiles::int8_panel_bytes(K)); }
+
+size_t int8_act_tiles_bytes(int64_t M, int64_t K) { return tiles::int8_act_tiles_bytes(M, K); }
+void prepare_int8_act_tiles(const ActBlockQ8* x, int64_t M, int64_t K, void* out) {
+  tiles::copy_act_tiles(x, M, K / 32, static_cast<tiles::ActTile*>(out));
+}
+// The A tiles of a direct call (not through dispatch, which prepares them once per matmul).
+const void* own_act_tiles(const ActBlockQ8* x, int64_t M, int64_t K) {
+  int8_t* act = int8_scratch<1>(int8_act_tiles_bytes(M, K));
+  prepare_int8_act_tiles(x, M, K, act);
+  return act;
 }
 
 // Scratch for the FP8 kernels' decoded panel of two weight blocks (more than 32 rows), per thread.
@@ -59,8 +71,8 @@ void fp8_model(const bf16_t* x, int64_t M, int64_t K, const void* w, const Fp8Sc
   tiles::matmul_fp8_pairs(t, x, M, K, w, s.data, s.scheme, n0, n1, y, ldy, M > 2 * kPairRows ? fp8_panel(K) : nullptr);
 }
 
-using MatmulInt8Fn = void (*)(const ActBlockQ8*, int64_t, int64_t, const void*, int64_t, int64_t, float*, int64_t,
-                              int8_t*);
+using MatmulInt8Fn = void (*)(const void* act, int64_t, int64_t, const void*, int64_t, int64_t, float*, int64_t,
+                              int8_t* panel);
 
 // Below kMinRows rows the VNNI kernel is faster than tiles (same bits either way): every 32-weight
 // block needs a fresh C tile, stored and scaled by the vector unit, and Q4_0 also widens its
@@ -70,11 +82,24 @@ using MatmulInt8Fn = void (*)(const ActBlockQ8*, int64_t, int64_t, const void*, 
 // tiles win at 16 (553 against 673).
 constexpr int64_t kAmxMinRowsQ8_0 = 8, kAmxMinRowsQ4_0 = 16;
 
+template <MatmulInt8Fn kTiles>
+void amx_int8_tiles(const void* act, int64_t M, int64_t K, const void* w, int64_t n0, int64_t n1, float* y,
+                    int64_t ldy) {
+  kTiles(act, M, K, w, n0, n1, y, ldy, int8_panel(K));
+}
+
 template <MatmulInt8Fn kTiles, MatmulGgmlFn kVnni, int64_t kMinRows>
 void amx_int8(const ActBlockQ8* x, int64_t M, int64_t K, const void* w, int64_t n0, int64_t n1, float* y,
               int64_t ldy) {
   if (M < kMinRows) return kVnni(x, M, K, w, n0, n1, y, ldy);
-  kTiles(x, M, K, w, n0, n1, y, ldy, int8_scratch(M, K));
+  amx_int8_tiles<kTiles>(own_act_tiles(x, M, K), M, K, w, n0, n1, y, ldy);
+}
+
+// The AMX kernel for one block type: VNNI below kMinRows, tiles on A tiles dispatch prepares from there.
+template <MatmulInt8Fn kTiles, MatmulGgmlFn kVnni, int64_t kMinRows>
+GgmlKernel amx_int8_kernel() {
+  return {amx_int8<kTiles, kVnni, kMinRows>, Layout::Rows16, "amx-int8",
+          {kMinRows, int8_act_tiles_bytes, prepare_int8_act_tiles, amx_int8_tiles<kTiles>}};
 }
 
 // One row (the decode step) runs the AVX-512 kernel in the tiles' order (the same bits), which
@@ -91,10 +116,22 @@ void amx_bf16(const bf16_t* x, int64_t M, int64_t K, const void* w, int64_t n0, 
 }
 
 template <class Q>
+void int8_model_tiles(const void* act, int64_t M, int64_t K, const void* w, int64_t n0, int64_t n1, float* y,
+                      int64_t ldy) {
+  TileModel t;
+  tiles::matmul_int8<TileModel, Q>(t, static_cast<const tiles::ActTile*>(act), M, K, w, n0, n1, y, ldy, int8_panel(K));
+}
+
+template <class Q>
 void int8_model(const ActBlockQ8* x, int64_t M, int64_t K, const void* w, int64_t n0, int64_t n1, float* y,
                 int64_t ldy) {
-  TileModel t;
-  tiles::matmul_int8<TileModel, Q>(t, x, M, K, w, n0, n1, y, ldy, int8_scratch(M, K));
+  int8_model_tiles<Q>(own_act_tiles(x, M, K), M, K, w, n0, n1, y, ldy);
+}
+
+template <class Q>
+GgmlKernel int8_model_kernel() {
+  return {int8_model<Q>, Layout::Rows16, "amx-int8-model",
+          {1, int8_act_tiles_bytes, prepare_int8_act_tiles, int8_model_tiles<Q>}};
 }
 
 void matmul_bf16_pairs_model(const bf16_t* x, int64_t M, int64_t K, const void* w, int64_t n0, int64_t n1, float* y,
@@ -176,7 +213,7 @@ bool amx_int8_self_test(std::string* why) {
   const AlignedBytes p4 = interleave_rows(GgmlType::Q4_0, w4.data(), N, K, kRowGroup16);
   const auto differs = [&](const char* type, MatmulGgmlFn model, MatmulInt8Fn real, const void* w) {
     std::vector<float> got(size_t(M * N), NAN), want(size_t(M * N));
-    real(xq.data(), M, K, w, 0, N, got.data(), N, int8_scratch(M, K));
+    real(own_act_tiles(xq.data(), M, K), M, K, w, 0, N, got.data(), N, int8_panel(K));
     model(xq.data(), M, K, w, 0, N, want.data(), N);
     for (size_t i = 0; i < got.size(); ++i)
       if (std::memcmp(&got[i], &want[i], sizeof(float)) != 0) {
@@ -275,8 +312,8 @@ const IsaTable& amx_table() {
       std::string int8_why;
       if (!f.amx_int8 || !f.avx512_vnni) int8_why = "this CPU has no AMX-INT8 and AVX-512 VNNI";
       else if (amx_int8_self_test(&int8_why)) {
-        t.q8_0 = {amx_int8<amx::matmul_q8_0, vnni::matmul_q8_0, kAmxMinRowsQ8_0>, Layout::Rows16, "amx-int8"};
-        t.q4_0 = {amx_int8<amx::matmul_q4_0, vnni::matmul_q4_0, kAmxMinRowsQ4_0>, Layout::Rows16, "amx-int8"};
+        t.q8_0 = amx_int8_kernel<amx::matmul_q8_0, vnni::matmul_q8_0, kAmxMinRowsQ8_0>();
+        t.q4_0 = amx_int8_kernel<amx::matmul_q4_0, vnni::matmul_q4_0, kAmxMinRowsQ4_0>();
       }
       if (!int8_why.empty())
         spdlog::warn("AMX INT8 kernels off: {}; GGUF blocks run the {} kernels", int8_why, t.q8_0.name);
@@ -297,8 +334,8 @@ const IsaTable& tile_model_table() {
     t.matmul_bf16_pairs = matmul_bf16_pairs_model;
     t.fp8_layout = Layout::Fp8Pairs16;
     t.matmul_fp8_pairs = fp8_model;
-    t.q8_0 = {int8_model<tiles::Q8Tiles>, Layout::Rows16, "amx-int8-model"};
-    t.q4_0 = {int8_model<tiles::Q4Tiles>, Layout::Rows16, "amx-int8-model"};
+    t.q8_0 = int8_model_kernel<tiles::Q8Tiles>();
+    t.q4_0 = int8_model_kernel<tiles::Q4Tiles>();
     return t;
   }();
   return t;
