@@ -27,9 +27,10 @@
 // both products added in turn, denormals flushed), so results are within rounding of the scalar
 // reference, not its bits.
 //
-// On AMX machines the tiles run verification and prefill, and matmul_bf16_pairs_tile_order runs
-// up to 4 rows (the decode step) on this kernel with the tiles' order of additions, bit for bit
-// theirs: a vector loop streams the weights at M = 1 faster than a 1-row tile pass does.
+// On AMX machines the tiles run verification and prefill, and the one-row matmuls (the decode
+// step) run matmul_bf16_pairs_tile_order (up to 4 rows): this kernel with the tiles' order of
+// additions, bit for bit theirs, since a vector loop streams the weights at M = 1 faster than a
+// 1-row tile pass does.
 #include <immintrin.h>
 
 #include <algorithm>
@@ -73,8 +74,8 @@ inline void prefetch(const uint8_t* p) { _mm_prefetch(reinterpret_cast<const cha
 
 // The fixed loops are unrolled so the R x NB accumulators stay in registers.
 //
-// kTileOrder adds in the order AMX's TDPBF16PS does (measured bit for bit on Sapphire Rapids-class
-// Xeons; tile_model.h): within each tile of 16 pairs, the even elements' products summed in pair
+// kTileOrder adds in the order AMX's TDPBF16PS does (measured bit for bit on the Intel Xeon AMX VM;
+// tile_model.h): within each tile of 16 pairs, the even elements' products summed in pair
 // order, the odd elements' likewise, and then acc + (even + odd). vdpbf16ps adds a pair's odd
 // product and then its even one, so the two sums run as two vdpbf16ps chains on activation pairs
 // with the other half masked to zero (adding an exact zero changes nothing). Twice the dot
