@@ -158,11 +158,15 @@ struct Bf16TestProblem {
     bf16_pairs_activations(x.data(), M, K, xb.data());
     matmul_bf16_pairs_model(xb.data(), M, K, packed.data(), 0, N, want.data(), N);
   }
-  // The first of the first `rows` rows' outputs further from the model's than `tol` (relative;
-  // 0: not its bits), as a message; empty when there is none.
-  std::string check(MatmulBf16PairsFn f, int64_t rows, float tol, const char* what) const {
+  // The first `rows` rows of the product by f.
+  std::vector<float> run(MatmulBf16PairsFn f, int64_t rows) const {
     std::vector<float> got(size_t(rows * N), NAN);
     f(xb.data(), rows, K, packed.data(), 0, N, got.data(), N);
+    return got;
+  }
+  // The first of `got`'s outputs further from the model's than `tol` (relative; 0: not its bits),
+  // as a message; empty when there is none.
+  std::string check(const std::vector<float>& got, float tol, const char* what) const {
     for (size_t i = 0; i < got.size(); ++i)
       if (tol == 0 ? std::memcmp(&got[i], &want[i], sizeof(float)) != 0
                    : !(std::fabs(got[i] - want[i]) <= tol * (1.0f + std::fabs(want[i]))))
@@ -176,9 +180,10 @@ struct Bf16TestProblem {
 // values' size, a CPU that rounds otherwise a few ulps (AMX stays on; *exact turns false).
 bool amx_self_test(std::string* why, bool* exact) {
   const Bf16TestProblem p;
-  *why = p.check(amx::matmul_bf16_pairs, p.M, 1e-4f, "self-test");
+  const std::vector<float> got = p.run(amx::matmul_bf16_pairs, p.M);
+  *why = p.check(got, 1e-4f, "self-test");
   if (!why->empty()) return false;
-  *exact = p.check(amx::matmul_bf16_pairs, p.M, 0, "self-test").empty();
+  *exact = p.check(got, 0, "self-test").empty();
   return true;
 }
 
@@ -187,7 +192,7 @@ bool amx_self_test(std::string* why, bool* exact) {
 std::string vector_tile_order_test() {
   const Bf16TestProblem p;
   for (int64_t rows = 1; rows <= kVectorRowsBf16; ++rows) {
-    std::string why = p.check(avx512::matmul_bf16_pairs_tile_order, rows, 0, "AVX-512 tile-order kernel");
+    std::string why = p.check(p.run(avx512::matmul_bf16_pairs_tile_order, rows), 0, "AVX-512 tile-order kernel");
     if (!why.empty()) return why;
   }
   return "";
