@@ -78,6 +78,9 @@ void add_spec_options(CLI::App* cmd, SpecOptions* o) {
                   "within those caps; default 4, 8, 31) | chain (with -k) | topk=N,depth=N,budget=N (a fixed EAGLE-3 tree)");
   cmd->add_flag("--allow-unused-draft-tensors", o->allow_unused_draft_tensors,
                 "load a draft whose checkpoint holds tensors its flavour does not read (else an error naming them)");
+  cmd->add_option("--draft-quantize", o->draft_quantize,
+                  "none | q8_0 | q4_0 | q4_k: quantise the draft's matrices on load (its own; not the target's "
+                  "embedding or lm_head): fewer bytes per draft level; the output stays the target's");
   cmd->add_option("--draft-min", o->draft_min,
                   "llama-server's: a step whose draft has fewer tokens decodes without it (0 = use any draft)")
       ->check(CLI::Range(0, 64));

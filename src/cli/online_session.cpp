@@ -37,8 +37,9 @@ std::unique_ptr<OnlineSession> start_online_training(const OnlineTrainCliOptions
   const DraftKind kind = initial->kind();
   const std::string given = resolve_model_path(spec.options().draft_dir);
   const Eagle3LoadOptions given_options = spec.eagle3_load_options();
-  auto loader = [&target, kind, given, given_options](const std::string& dir) {
-    return ServedDraft::load(kind, dir, target, dir == given ? given_options : Eagle3LoadOptions{});
+  const kernels::QuantScheme quantize = spec.draft_quantize();  // every version, as the first
+  auto loader = [&target, kind, given, given_options, quantize](const std::string& dir) {
+    return ServedDraft::load(kind, dir, target, dir == given ? given_options : Eagle3LoadOptions{}, quantize);
   };
   s->versions = std::make_unique<DraftVersions>(scheduler, metrics, initial, history, o.train.dir, loader, o.versions);
   DraftVersions* versions = s->versions.get();

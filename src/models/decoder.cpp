@@ -90,20 +90,10 @@ std::vector<const kernels::WeightView*> DecoderModel::matrices() const {
 
 void DecoderModel::quantize_weights(kernels::QuantScheme scheme) {
   if (scheme == kernels::QuantScheme::None) return;
-  ThreadPool pool(0);  // loading: every core
-  // A matrix whose rows are not whole blocks (32 weights, Q4_K 256) stays as loaded (as
-  // llama-quantize falls back to another type for such tensors).
-  const int64_t block = kernels::ggml_block_weights(scheme);
-  int kept = 0;
-  for (auto& L : layers_)
-    for (kernels::WeightView* w : {&L.q, &L.k, &L.v, &L.o, &L.gate, &L.up, &L.down}) {
-      if (w->cols % block == 0) *w = weights_.quantized(*w, scheme, pool);
-      else ++kept;
-    }
+  std::vector<kernels::WeightView*> matrices;
+  for (auto& L : layers_) append_matrices(L, matrices);
+  const int kept = weights_.quantize_in_place(matrices, scheme, "--quantize", "the target's layers");
   const char* name = kernels::ggml_type_info(uint32_t(kernels::ggml_type_of(scheme)))->name;
-  if (kept)
-    spdlog::warn("--quantize: {} matrices have rows that are not whole {}-weight blocks and stay {}", kept, block,
-                 cfg_.dtype_name);
   cfg_.dtype_name = kept ? cfg_.dtype_name + "+" + name : name;
 }
 

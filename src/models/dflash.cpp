@@ -199,6 +199,12 @@ std::set<std::string> DFlashDraft::read_weights(const TensorNames& names, const 
   return used;
 }
 
+void DFlashDraft::quantize_weights(kernels::QuantScheme scheme) {
+  std::vector<kernels::WeightView*> matrices{&fc_};
+  for (DecoderLayerWeights& l : layers_) append_matrices(l, matrices);
+  weights_.quantize_in_place(matrices, scheme, "--draft-quantize", "the DFlash draft");
+}
+
 KvCacheShape DFlashDraft::kv_shape(int64_t num_blocks, int block_size) const {
   return KvCacheShape{cfg_.num_layers, cfg_.num_kv_heads, cfg_.head_dim, block_size, num_blocks};
 }

@@ -70,6 +70,8 @@ class DFlashDraft {
   static std::unique_ptr<DFlashDraft> load_gguf(const std::string& path, const Model& target);
 
   const DFlashConfig& config() const { return cfg_; }
+  // The layers' and fc's matrices re-stored as `scheme` (--draft-quantize), as Eagle3Draft's.
+  void quantize_weights(kernels::QuantScheme scheme);
   KvCacheShape kv_shape(int64_t num_blocks, int block_size = 16) const;
 
   // `n` context tokens of `seq`: `features` [n, taps * target_hidden] are the target's taps of

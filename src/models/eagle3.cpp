@@ -142,6 +142,13 @@ KvCacheShape Eagle3Draft::kv_shape(int64_t num_blocks, int block_size) const {
   return KvCacheShape{cfg_.num_layers, cfg_.num_kv_heads, cfg_.head_dim, block_size, num_blocks};
 }
 
+void Eagle3Draft::quantize_weights(kernels::QuantScheme scheme) {
+  std::vector<kernels::WeightView*> matrices{&fc_};
+  if (lm_head_.data != target_.lm_head().data) matrices.push_back(&lm_head_);
+  for (DecoderLayerWeights& l : layers_) append_matrices(l, matrices);
+  weights_.quantize_in_place(matrices, scheme, "--draft-quantize", "the EAGLE-3 draft");
+}
+
 size_t Eagle3Draft::weight_bytes() const {
   size_t n = fc_.nbytes() + lm_head_.nbytes();
   for (const DecoderLayerWeights& l : layers_)

@@ -63,6 +63,10 @@ class Eagle3Draft {
   // chunk, draft-vocabulary logits [chunks, Vd] to `logits`. `all_logits` instead gives every row.
   void forward(ThreadPool& pool, KvCache& cache, const std::vector<Eagle3Rows>& chunks, const float* g, float* next_g,
                std::vector<float>* logits, bool all_logits = false) const;
+  // The draft's own matrices (its layers, fc, an lm_head of its own; not the target's) re-stored
+  // as `scheme` (--draft-quantize): a draft level then streams fewer bytes. The target's outputs
+  // do not change (verification decides); acceptance may.
+  void quantize_weights(kernels::QuantScheme scheme);
   int to_target_id(int draft_id) const { return draft_id + int(d2t_.empty() ? 0 : d2t_[size_t(draft_id)]); }
   size_t weight_bytes() const;
 

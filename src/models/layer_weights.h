@@ -17,6 +17,9 @@ struct DecoderLayerWeights {
   std::vector<float> attn_norm, mlp_norm, q_norm, k_norm, q_bias, k_bias, v_bias, o_bias;
 };
 
+// The layer's seven matrices, appended to `out` (to quantise them on load).
+void append_matrices(DecoderLayerWeights& l, std::vector<kernels::WeightView*>& out);
+
 struct HfLayerSpec {
   int64_t in_width = 0;  // attention input width: hidden, or 2 * hidden for an EAGLE-3 draft's first layer
   int64_t hidden = 0, intermediate = 0, head_dim = 0, q_dim = 0, kv_dim = 0;

@@ -93,7 +93,7 @@ class Model {
 };
 
 // `--quantize`: "" / "none", "q8_0", "q4_0" (throws naming the option for anything else).
-kernels::QuantScheme parse_quantize_option(const std::string& s);
+kernels::QuantScheme parse_quantize_option(const std::string& s, const std::string& option = "--quantize");
 
 // The Hugging Face fields every decoder config shares (hidden_size, num_attention_heads, head_dim,
 // vocab_size, rms_norm_eps, special ids, ...), checked for consistency.

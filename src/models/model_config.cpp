@@ -67,12 +67,12 @@ void Model::quantize_weights(kernels::QuantScheme scheme) {
     fail("--quantize: {} models cannot be quantised on load (Llama, Qwen2 and Qwen3 can)", config().architecture);
 }
 
-kernels::QuantScheme parse_quantize_option(const std::string& s) {
+kernels::QuantScheme parse_quantize_option(const std::string& s, const std::string& option) {
   if (s.empty() || s == "none") return kernels::QuantScheme::None;
   if (s == "q8_0") return kernels::QuantScheme::Q8_0;
   if (s == "q4_0") return kernels::QuantScheme::Q4_0;
   if (s == "q4_k") return kernels::QuantScheme::Q4_K;
-  fail("--quantize '{}': expected q8_0, q4_0, q4_k or none", s);
+  fail("{} '{}': expected q8_0, q4_0, q4_k or none", option, s);
 }
 
 }  // namespace eaglet

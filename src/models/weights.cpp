@@ -1,5 +1,7 @@
 #include "models/weights.h"
 
+#include <spdlog/spdlog.h>
+
 #include "core/error.h"
 #include "core/thread_pool.h"
 #include "kernels/ggml_interleave.h"
@@ -72,16 +74,16 @@ kernels::WeightView WeightStore::own(std::vector<float> data, int64_t rows, int6
 }
 
 kernels::WeightView WeightStore::quantized(const kernels::WeightView& w, kernels::QuantScheme scheme,
-                                           ThreadPool& pool) {
+                                           ThreadPool& pool, const std::string& option) {
   using namespace kernels;
   EAGLET_CHECK(scheme == QuantScheme::Q8_0 || scheme == QuantScheme::Q4_0 || scheme == QuantScheme::Q4_K,
                "internal: quantized() takes Q8_0, Q4_0 or Q4_K");
   const GgmlType type = ggml_type_of(scheme);
   const int64_t block = ggml_block_weights(scheme);
-  EAGLET_CHECK(w.cols % block == 0, "--quantize: a matrix of {} columns is not a whole number of {}-weight blocks",
+  EAGLET_CHECK(w.cols % block == 0, "{}: a matrix of {} columns is not a whole number of {}-weight blocks", option,
                w.cols, block);
   EAGLET_CHECK(w.dtype == DType::F32 || w.dtype == DType::BF16,
-               "--quantize: only F32/BF16 weights can be quantised (this matrix is {})", dtype_name(w.dtype));
+               "{}: only F32/BF16 weights can be quantised (this matrix is {})", option, dtype_name(w.dtype));
   const int64_t row_bytes = int64_t(ggml_row_bytes(type, w.cols));
   std::vector<uint8_t> bytes(size_t(w.rows * row_bytes));
   pool.parallel_for(w.rows, [&](int64_t r0, int64_t r1, int) {
@@ -97,6 +99,26 @@ kernels::WeightView WeightStore::quantized(const kernels::WeightView& w, kernels
     }
   }, 16);
   return packed(WeightView{DType::U8, bytes.data(), w.rows, w.cols, scheme});
+}
+
+int WeightStore::quantize_in_place(const std::vector<kernels::WeightView*>& ws, kernels::QuantScheme scheme,
+                                   const std::string& option, const std::string& what) {
+  if (scheme == kernels::QuantScheme::None) return 0;
+  ThreadPool pool(0);  // loading: every core
+  const int64_t block = kernels::ggml_block_weights(scheme);
+  int kept = 0;
+  size_t before = 0, after = 0;
+  for (kernels::WeightView* w : ws) {
+    before += w->nbytes();
+    if (w->cols % block == 0) *w = quantized(*w, scheme, pool, option);
+    else ++kept;
+    after += w->nbytes();
+  }
+  const char* name = kernels::ggml_type_info(uint32_t(kernels::ggml_type_of(scheme)))->name;
+  spdlog::info("{}: {} of {} matrices of {} re-stored as {} ({:.1f} -> {:.1f} MB)", option, ws.size() - size_t(kept),
+               ws.size(), what, name, double(before) / 1e6, double(after) / 1e6);
+  if (kept) spdlog::warn("{}: {} matrices have rows that are not whole {}-weight blocks and stay as loaded", option, kept, block);
+  return kept;
 }
 
 const uint8_t* WeightStore::own_bytes(AlignedBytes bytes) {

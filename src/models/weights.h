@@ -39,9 +39,15 @@ class WeightStore {
   // Keeps `owner` (e.g. the mapped GGUF file the views point into) alive as long as the store.
   void hold(std::shared_ptr<const void> owner) { held_.push_back(std::move(owner)); }
 
-  // `w` re-stored as GGUF blocks of `scheme` (Q8_0 / Q4_0; w.cols a multiple of 32), rows split
-  // over `pool`.
-  kernels::WeightView quantized(const kernels::WeightView& w, kernels::QuantScheme scheme, ThreadPool& pool);
+  // `w` re-stored as GGUF blocks of `scheme` (Q8_0 / Q4_0 / Q4_K; w.cols whole blocks, F32 or BF16),
+  // rows split over `pool`; `option` names what asked for it in errors.
+  kernels::WeightView quantized(const kernels::WeightView& w, kernels::QuantScheme scheme, ThreadPool& pool,
+                                const std::string& option = "--quantize");
+  // Each of `ws` (the matrices of `what`) re-stored as `scheme` in place, on every core (None:
+  // nothing), and logged. As llama-quantize does, a matrix whose rows are not whole blocks stays as
+  // loaded. Returns how many stayed.
+  int quantize_in_place(const std::vector<kernels::WeightView*>& ws, kernels::QuantScheme scheme,
+                        const std::string& option, const std::string& what);
 
  private:
   kernels::WeightView fp8_matrix(const TensorInfo& t, int64_t rows, int64_t cols);

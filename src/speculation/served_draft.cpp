@@ -18,10 +18,16 @@ ServedDraft::ServedDraft(std::shared_ptr<const DFlashDraft> d) : dflash_(std::mo
 }
 
 std::shared_ptr<const ServedDraft> ServedDraft::load(DraftKind kind, const std::string& dir, const Model& target,
-                                                     const Eagle3LoadOptions& lo) {
+                                                     const Eagle3LoadOptions& lo, kernels::QuantScheme quantize) {
   EAGLET_CHECK(kind != DraftKind::None, "ServedDraft::load: no draft kind for {}", dir);
-  if (kind == DraftKind::DFlash) return std::make_shared<const ServedDraft>(std::shared_ptr<const DFlashDraft>(DFlashDraft::load(dir, target)));
-  return std::make_shared<const ServedDraft>(std::shared_ptr<const Eagle3Draft>(Eagle3Draft::load(dir, target, lo)));
+  if (kind == DraftKind::DFlash) {
+    std::shared_ptr<DFlashDraft> d = DFlashDraft::load(dir, target);
+    d->quantize_weights(quantize);
+    return std::make_shared<const ServedDraft>(std::shared_ptr<const DFlashDraft>(std::move(d)));
+  }
+  std::shared_ptr<Eagle3Draft> d = Eagle3Draft::load(dir, target, lo);
+  d->quantize_weights(quantize);
+  return std::make_shared<const ServedDraft>(std::shared_ptr<const Eagle3Draft>(std::move(d)));
 }
 
 std::vector<int> ServedDraft::taps() const { return eagle3_ ? eagle3_->config().aux_layers : dflash_->config().taps; }

@@ -20,9 +20,11 @@ class ServedDraft {
  public:
   explicit ServedDraft(std::shared_ptr<const Eagle3Draft> d);
   explicit ServedDraft(std::shared_ptr<const DFlashDraft> d);
-  // `dir` as a draft of `kind` (Eagle3 or DFlash) for `target`; `lo` applies to EAGLE-3 drafts.
+  // `dir` as a draft of `kind` (Eagle3 or DFlash) for `target`; `lo` applies to EAGLE-3 drafts,
+  // `quantize` (--draft-quantize) to both.
   static std::shared_ptr<const ServedDraft> load(DraftKind kind, const std::string& dir, const Model& target,
-                                                 const Eagle3LoadOptions& lo = {});
+                                                 const Eagle3LoadOptions& lo = {},
+                                                 kernels::QuantScheme quantize = kernels::QuantScheme::None);
 
   DraftKind kind() const { return eagle3_ ? DraftKind::Eagle3 : DraftKind::DFlash; }
   const char* method() const { return eagle3_ ? "eagle3" : "dflash"; }  // the proposer's name

@@ -58,7 +58,7 @@ void apply_speculative_config(SpecOptions& o, const std::string& text, const std
   };
   static const char* kKeys[] = {"method", "model", "num_speculative_tokens", "prompt_lookup_max",
                                 "prompt_lookup_min", "draft_tensor_parallel_size", "draft_shape", "aux_numbering",
-                                "draft_semantics", "constrain_draft"};
+                                "draft_semantics", "constrain_draft", "quantization"};
   for (auto it = j.begin(); it != j.end(); ++it)
     EAGLET_CHECK(std::find_if(std::begin(kKeys), std::end(kKeys), [&](const char* k) { return it.key() == k; }) !=
                      std::end(kKeys),
@@ -79,6 +79,10 @@ void apply_speculative_config(SpecOptions& o, const std::string& text, const std
   if (j.contains("draft_shape")) o.draft_shape = str("draft_shape");
   if (j.contains("aux_numbering")) o.aux_numbering = str("aux_numbering");
   if (j.contains("draft_semantics")) o.draft_semantics = str("draft_semantics");
+  if (j.contains("quantization")) {
+    o.draft_quantize = str("quantization");
+    parse_quantize_option(o.draft_quantize, option + ": 'quantization'");
+  }
   if (j.contains("constrain_draft")) {
     EAGLET_CHECK(j["constrain_draft"].is_boolean(), "{}: 'constrain_draft' must be true or false (got {})", option,
                  j["constrain_draft"].dump());
@@ -108,11 +112,13 @@ SpecSetup::SpecSetup(const SpecOptions& opts, const Model& target) : opts_(opts)
   if (opts.aux_numbering != "auto" && opts.aux_numbering != "input" && opts.aux_numbering != "output")
     fail("--aux-numbering must be 'auto', 'input' or 'output' (got '{}')", opts.aux_numbering);
   parse_draft_semantics(opts.draft_semantics);  // checked before any loading
+  draft_quantize();
   const std::string shape = opts.draft_shape.empty() ? (k >= 0 ? "chain" : "auto") : opts.draft_shape;
   policy_ = parse_draft_shape(shape, k >= 0 ? k : 3);
   if (entry && entry->draft != DraftKind::None) {
     EAGLET_CHECK(!opts.draft_dir.empty(), "--spec-method {} needs --draft DIR", method_);
-    served_ = ServedDraft::load(entry->draft, resolve_model_path(opts.draft_dir), target, eagle3_load_options());
+    served_ = ServedDraft::load(entry->draft, resolve_model_path(opts.draft_dir), target, eagle3_load_options(),
+                                draft_quantize());
   }
   // A block draft's one forward proposes up to B - 1 tokens: auto keeps the whole block's chain
   // (or the depth cap given) and lets the cost model cut it.
@@ -137,6 +143,10 @@ Eagle3LoadOptions SpecSetup::eagle3_load_options() const {
   lo.semantics = parse_draft_semantics(opts_.draft_semantics);
   lo.allow_unused_tensors = opts_.allow_unused_draft_tensors;
   return lo;
+}
+
+kernels::QuantScheme SpecSetup::draft_quantize() const {
+  return parse_quantize_option(opts_.draft_quantize, "--draft-quantize");
 }
 
 // A DFlash block sits in the draft cache while it is drafted, however little of it is verified.
@@ -176,13 +186,15 @@ std::string SpecSetup::describe() const {
                             : s.is_chain() ? fmt::format("chain k={}", s.depth)
                                            : fmt::format("tree topk={}, depth={}, budget={}", s.topk, s.depth, s.budget);
   if (method_ == "ngram") return fmt::format("n-gram prompt lookup (n {}..{}), {}", opts_.ngram_min, opts_.ngram_max, shape);
+  const std::string stored =
+      draft_quantize() == kernels::QuantScheme::None ? "" : fmt::format(", weights {}", opts_.draft_quantize);
   if (dflash())
-    return fmt::format("DFlash draft {} (block {}, {})", opts_.draft_dir, dflash()->config().block_size, shape);
+    return fmt::format("DFlash draft {} (block {}, {}{})", opts_.draft_dir, dflash()->config().block_size, shape, stored);
   const Eagle3Draft* d = draft();
   if (!d) return fmt::format("{}, {}", method_, shape);
-  return fmt::format("EAGLE-3 draft {} ({}, draft vocab {}, taps {},{},{})", opts_.draft_dir, shape,
+  return fmt::format("EAGLE-3 draft {} ({}, draft vocab {}, taps {},{},{}{})", opts_.draft_dir, shape,
                      d->config().draft_vocab, d->config().aux_layers[0], d->config().aux_layers[1],
-                     d->config().aux_layers[2]);
+                     d->config().aux_layers[2], stored);
 }
 
 }  // namespace eaglet

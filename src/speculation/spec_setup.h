@@ -26,6 +26,7 @@ struct SpecOptions {
   int draft_min = 0;
   std::string draft_semantics = "auto";  // what norm_output means: auto = vllm | specforge-legacy
   bool allow_unused_draft_tensors = false;  // load a draft whose checkpoint has tensors its flavour does not read
+  std::string draft_quantize = "none";     // the draft's matrices on load: none | q8_0 | q4_0 | q4_k
   // Structured output: the draft proposes only tokens the request's grammar allows (EAGLE-3, DFlash;
   // verification masks the target either way, so the output is the same).
   bool constrain_draft = true;
@@ -33,8 +34,8 @@ struct SpecOptions {
 
 // vLLM's `--speculative-config` JSON onto `o`: `method` (eagle3 | ngram), `model` (the draft),
 // `num_speculative_tokens`, `prompt_lookup_max` / `prompt_lookup_min`,
-// `draft_tensor_parallel_size` (1 on CPU), and eaglet's `draft_shape` / `aux_numbering` /
-// `draft_semantics`. Bad
+// `draft_tensor_parallel_size` (1 on CPU), `quantization` (the draft quantised on load, as
+// --draft-quantize), and eaglet's `draft_shape` / `aux_numbering` / `draft_semantics`. Bad
 // JSON, unknown keys, wrong types and methods eaglet does not run are errors naming the key (and
 // `option`, the command-line option the JSON came from).
 void apply_speculative_config(SpecOptions& o, const std::string& json, const std::string& option = "--speculative-config");
@@ -60,6 +61,8 @@ class SpecSetup {
   const std::shared_ptr<const ServedDraft>& served_draft() const { return served_; }
   // How EAGLE-3 drafts load (--aux-numbering, --draft-semantics): later versions of the draft too.
   Eagle3LoadOptions eagle3_load_options() const;
+  // --draft-quantize: how every version of the draft is stored once loaded.
+  kernels::QuantScheme draft_quantize() const;
   const DraftPolicyConfig& policy_config() const { return policy_; }
   // Chain length of a fixed chain, else the deepest tree the policy may draft.
   int k() const { return policy_.shape.depth; }
