@@ -250,15 +250,15 @@ TEST(Demo, TrainsWidensBenchmarksAndDraws) {
                              " --steps 8 --num-samples 40 --eval-prompts 3 --max-tokens 8 --threads 2 --dflash-draft " +
                              dflash + " --widen hidden=96,heads=8,kv_heads=2,head_dim=32,intermediate=160,layers=6 2>&1");
   ASSERT_EQ(r.exit_code, 0) << r.output;
-  for (const char* m : {"target only", "n-gram lookup", "EAGLE-3, chain of 3", "EAGLE-3, auto shape", "DFlash, chain of 7",
-                        "DFlash, auto shape"})
+  for (const char* m : {"target only", "n-gram lookup", "EAGLE-3, chain of 3", "EAGLE-3, auto shape",
+                        "EAGLE-3 auto, Q8_0 draft", "DFlash, chain of 7", "DFlash, auto shape"})
     EXPECT_NE(r.output.find(m), std::string::npos) << m << "\n" << r.output;
   const auto wide = nlohmann::json::parse(std::ifstream(out + "/wide-target/config.json"));
   EXPECT_EQ(wide["hidden_size"], 96);
   EXPECT_EQ(wide["num_hidden_layers"], 6);
   EXPECT_EQ(nlohmann::json::parse(std::ifstream(out + "/wide-dflash/config.json"))["hidden_size"], 96);
   const auto report = nlohmann::json::parse(std::ifstream(out + "/demo.json"));
-  ASSERT_EQ(report["methods"].size(), 6u);
+  ASSERT_EQ(report["methods"].size(), 7u);
   EXPECT_EQ(report["prompts"], 3);
   for (auto& m : report["methods"]) {
     EXPECT_EQ(m["identical"], 3) << m.dump();
@@ -266,7 +266,7 @@ TEST(Demo, TrainsWidensBenchmarksAndDraws) {
   }
   EXPECT_EQ(report["methods"][2]["acceptance_by_position"].size(), 3u);
   EXPECT_GT(report["methods"][2]["drafted_tokens"].get<int64_t>(), 0);  // the wide draft ran
-  EXPECT_GT(report["methods"][4]["drafted_tokens"].get<int64_t>(), 0);  // and the wide DFlash draft
+  EXPECT_GT(report["methods"][5]["drafted_tokens"].get<int64_t>(), 0);  // and the wide DFlash draft
   std::ifstream svg(out + "/demo.svg");
   const std::string picture((std::istreambuf_iterator<char>(svg)), std::istreambuf_iterator<char>());
   EXPECT_NE(picture.find("<svg"), std::string::npos);

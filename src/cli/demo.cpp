@@ -194,7 +194,7 @@ void report_methods(const DemoOptions& o, const ModelBundle& b, int threads, con
               num_prompts, o.max_tokens, threads, cpu_description().c_str());
   std::printf("training: %lld steps in %.0fs wall, trainer busy %.0f%%, eval simulated acceptance length %.2f\n",
               (long long)ts.steps_done, ts.wall_seconds, 100 * ts.trainer_busy_fraction, ts.eval_simulated_acceptance);
-  std::printf("%-22s %10s %12s %10s %10s   %s\n", "method", "tok/s", "accept len", "speedup", "identical", "accepted at position 1..k");
+  std::printf("%-24s %10s %12s %10s %10s   %s\n", "method", "tok/s", "accept len", "speedup", "identical", "accepted at position 1..k");
   for (const Method& m : methods) {
     int same = 0;
     for (size_t i = 0; i < num_prompts; ++i) same += m.totals.outputs[i] == base.outputs[i];
@@ -202,7 +202,7 @@ void report_methods(const DemoOptions& o, const ModelBundle& b, int threads, con
                 m.spec ? m.totals.spec.mean_acceptance_length() : 0, m.spec ? m.totals.spec.per_position_rates() : std::vector<double>{}};
     std::string pos;
     for (double r : row.acceptance_by_position) pos += fmt::format("{:.2f} ", r);
-    std::printf("%-22s %10.1f %12s %9.2fx %7d/%zu   %s\n", m.name, row.tokens_per_second,
+    std::printf("%-24s %10.1f %12s %9.2fx %7d/%zu   %s\n", m.name, row.tokens_per_second,
                 m.spec ? fmt::format("{:.2f}", row.acceptance_length).c_str() : "-", row.speedup, same, num_prompts, pos.c_str());
     report["methods"].push_back({{"method", row.method}, {"tokens_per_second", row.tokens_per_second}, {"speedup", row.speedup},
                                  {"acceptance_length", row.acceptance_length}, {"acceptance_by_position", row.acceptance_by_position},
@@ -239,13 +239,17 @@ void run_demo(const DemoOptions& o) {
   chain.num_speculative_tokens = 3;
   SpecOptions autoshape = chain;
   autoshape.num_speculative_tokens = -1;
-  const SpecSetup ngram(ng, *b.model), eagle(chain, *b.model), eagle_auto(autoshape, *b.model);
+  SpecOptions auto_q8 = autoshape;
+  auto_q8.draft_quantize = "q8_0";
+  const SpecSetup ngram(ng, *b.model), eagle(chain, *b.model), eagle_auto(autoshape, *b.model),
+      eagle_auto_q8(auto_q8, *b.model);
   // Chains of 3 show what the draft learned (acceptance length); auto what the cost model makes
-  // of it on this target.
+  // of it on this target; the Q8_0 draft what a draft level streaming half the bytes adds.
   std::vector<Method> methods = {{"target only", nullptr, {}},
                                  {"n-gram lookup", &ngram, {}},
                                  {"EAGLE-3, chain of 3", &eagle, {}},
-                                 {"EAGLE-3, auto shape", &eagle_auto, {}}};
+                                 {"EAGLE-3, auto shape", &eagle_auto, {}},
+                                 {"EAGLE-3 auto, Q8_0 draft", &eagle_auto_q8, {}}};
   // --dflash-draft: the block draft beside it, as a chain of 7 and under the cost model.
   std::unique_ptr<SpecSetup> dflash_chain, dflash_auto;
   if (!pair.dflash.empty()) {
