@@ -6,7 +6,10 @@
 
 #include <cmath>
 
+#include <nlohmann/json.hpp>
+
 #include "core/error.h"
+#include "io/mapped_file.h"
 #include "engine/model_bundle.h"
 #include "models/dflash.h"
 #include "models/eagle3.h"
@@ -126,6 +129,28 @@ TEST(DraftQuantize, DFlashGreedyOutputStaysTheTargets) {
   o.draft_quantize = "q8_0";
   o.cost_model_cache = "off";
   EXPECT_GT(test::expect_greedy_equal(*target, tok, {}, prompts, o, 32, {"k=3", "topk=2,depth=4,budget=8", "auto"}), 0);
+}
+
+// `eaglet bench` names the kernels the draft's matrices run on, as it does the target's: here a
+// DFlash draft whose 48-wide matrices stay F32 and whose others became Q8_0.
+TEST(DraftQuantize, BenchNamesTheDraftsKernels) {
+  test::TempDir dir;
+  test::write_byte_vocab_target(dir.file("target"));
+  test::write_dflash_draft(dir.file("dflash"), test::dflash_draft_config(96, 4));
+  const auto r = test::run_command(test::eaglet_binary() + " bench -m " + dir.file("target") + " --spec-method dflash --draft " +
+                                   dir.file("dflash") + " --draft-quantize q8_0 -k 3 --num-prompts 1 --max-tokens 8 "
+                                   "--skip-bandwidth --thread-counts 1 --json " + dir.file("out.json") + " 2>&1");
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_NE(r.output.find("draft matmul kernels: "), std::string::npos) << r.output;
+  const auto report = nlohmann::json::parse(read_text_file(dir.file("out.json")));
+  int matrices = 0, q8 = 0;
+  for (auto& [name, count] : report["draft_matmul_kernels"].items()) {
+    matrices += count.get<int>();
+    if (name.find("Q8_0") != std::string::npos) q8 += count.get<int>();
+  }
+  EXPECT_EQ(matrices, 16) << report.dump();  // fc, the target's lm_head, 2 layers x 7
+  EXPECT_EQ(q8, 5) << report.dump();
+  EXPECT_NE(report["runs"][0]["speculative"]["draft_shape"].get<std::string>().find("weights q8_0"), std::string::npos);
 }
 
 TEST(DraftQuantize, OptionsAreNamed) {

@@ -95,11 +95,18 @@ struct KernelUse {
   double dense_macs_per_token = 0;
 };
 
+// Kernel name -> how many of `matrices` run on it.
+std::map<std::string, int> kernel_counts(const std::vector<const kernels::WeightView*>& matrices) {
+  std::map<std::string, int> counts;
+  for (const kernels::WeightView* w : matrices) ++counts[kernels::kernel_name(*w, kernels::active_table())];
+  return counts;
+}
+
 KernelUse kernel_use(const Model& m) {
   KernelUse u;
   size_t bytes = 0;
+  u.counts = kernel_counts(m.matrices());
   for (const kernels::WeightView* w : m.matrices()) {
-    ++u.counts[kernels::kernel_name(*w, kernels::active_table())];
     u.dense_macs_per_token += double(w->rows) * double(w->cols);
     bytes += w->nbytes();
   }
@@ -131,6 +138,10 @@ BenchHeader bench_header(const BenchOptions& o, ModelBundle& b, const SpecSetup&
   h.model = b.label();
   h.kernels = kernels::active_table().name;
   h.matmul_kernels.assign(use.counts.begin(), use.counts.end());
+  if (spec.served_draft()) {
+    const auto draft = kernel_counts(spec.served_draft()->matrices());
+    h.draft_matmul_kernels.assign(draft.begin(), draft.end());
+  }
   h.cpu = cpu_description();
   h.cpu_features = cpu_features().names();
   const bool amx = request_amx(&h.amx);

@@ -13,10 +13,14 @@ void print_header(const BenchHeader& h) {
               h.kernels.c_str(), h.num_prompts, h.dataset.c_str(), h.max_tokens, h.temperature);
   std::printf("speculation: %s | active-parameter weights per token: %.3f GB\n", h.speculation.c_str(),
               h.active_weight_gb);
-  std::string kernels;
-  for (auto& [name, count] : h.matmul_kernels) kernels += (kernels.empty() ? "" : ", ") + name + " x" + std::to_string(count);
+  auto list = [](const std::vector<std::pair<std::string, int>>& counts) {
+    std::string s;
+    for (auto& [name, count] : counts) s += (s.empty() ? "" : ", ") + name + " x" + std::to_string(count);
+    return s;
+  };
   std::printf("cpu: %s | features: %s | amx: %s\nmatmul kernels: %s\n", h.cpu.c_str(), h.cpu_features.c_str(),
-              h.amx.c_str(), kernels.c_str());
+              h.amx.c_str(), list(h.matmul_kernels).c_str());
+  if (!h.draft_matmul_kernels.empty()) std::printf("draft matmul kernels: %s\n", list(h.draft_matmul_kernels).c_str());
 }
 
 void print_cost_curve(const BenchCostCurve& c) {
@@ -95,11 +99,15 @@ json pass_json(const PassCost& p) {
 }
 
 json header_json(const BenchHeader& h) {
-  json kernels = json::object();
-  for (auto& [name, count] : h.matmul_kernels) kernels[name] = count;
+  auto counts = [](const std::vector<std::pair<std::string, int>>& list) {
+    json j = json::object();
+    for (auto& [name, count] : list) j[name] = count;
+    return j;
+  };
   return {{"model", h.model},
           {"kernels", h.kernels},
-          {"matmul_kernels", kernels},
+          {"matmul_kernels", counts(h.matmul_kernels)},
+          {"draft_matmul_kernels", counts(h.draft_matmul_kernels)},
           {"cpu", h.cpu},
           {"cpu_features", h.cpu_features},
           {"amx", h.amx},

@@ -15,6 +15,7 @@ namespace eaglet::cli {
 struct BenchHeader {
   std::string model, kernels, cpu, cpu_features, amx, dataset, speculation;
   std::vector<std::pair<std::string, int>> matmul_kernels;  // kernel name -> matrices on it
+  std::vector<std::pair<std::string, int>> draft_matmul_kernels;  // the same for the --draft model (empty: none)
   size_t num_prompts = 0;
   int max_tokens = 0;
   double temperature = 0;

@@ -84,7 +84,7 @@ size_t DecoderModel::weight_bytes_per_token() const {
 
 std::vector<const kernels::WeightView*> DecoderModel::matrices() const {
   std::vector<const kernels::WeightView*> out = {&lm_head_};
-  for (auto& L : layers_) out.insert(out.end(), {&L.q, &L.k, &L.v, &L.o, &L.gate, &L.up, &L.down});
+  for (auto& L : layers_) append_matrices(L, out);
   return out;
 }
 

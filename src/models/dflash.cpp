@@ -205,6 +205,12 @@ void DFlashDraft::quantize_weights(kernels::QuantScheme scheme) {
   weights_.quantize_in_place(matrices, scheme, "--draft-quantize", "the DFlash draft");
 }
 
+std::vector<const kernels::WeightView*> DFlashDraft::matrices() const {
+  std::vector<const kernels::WeightView*> out{&fc_, &target_.lm_head()};
+  for (const DecoderLayerWeights& l : layers_) append_matrices(l, out);
+  return out;
+}
+
 KvCacheShape DFlashDraft::kv_shape(int64_t num_blocks, int block_size) const {
   return KvCacheShape{cfg_.num_layers, cfg_.num_kv_heads, cfg_.head_dim, block_size, num_blocks};
 }

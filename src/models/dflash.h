@@ -72,6 +72,8 @@ class DFlashDraft {
   const DFlashConfig& config() const { return cfg_; }
   // The layers' and fc's matrices re-stored as `scheme` (--draft-quantize), as Eagle3Draft's.
   void quantize_weights(kernels::QuantScheme scheme);
+  // Every matrix a draft forward multiplies by (the target's lm_head included).
+  std::vector<const kernels::WeightView*> matrices() const;
   KvCacheShape kv_shape(int64_t num_blocks, int block_size = 16) const;
 
   // `n` context tokens of `seq`: `features` [n, taps * target_hidden] are the target's taps of

@@ -149,6 +149,12 @@ void Eagle3Draft::quantize_weights(kernels::QuantScheme scheme) {
   weights_.quantize_in_place(matrices, scheme, "--draft-quantize", "the EAGLE-3 draft");
 }
 
+std::vector<const kernels::WeightView*> Eagle3Draft::matrices() const {
+  std::vector<const kernels::WeightView*> out{&fc_, &lm_head_};
+  for (const DecoderLayerWeights& l : layers_) append_matrices(l, out);
+  return out;
+}
+
 size_t Eagle3Draft::weight_bytes() const {
   size_t n = fc_.nbytes() + lm_head_.nbytes();
   for (const DecoderLayerWeights& l : layers_)

@@ -67,6 +67,8 @@ class Eagle3Draft {
   // as `scheme` (--draft-quantize): a draft level then streams fewer bytes. The target's outputs
   // do not change (verification decides); acceptance may.
   void quantize_weights(kernels::QuantScheme scheme);
+  // Every matrix a draft forward multiplies by (lm_head perhaps the target's).
+  std::vector<const kernels::WeightView*> matrices() const;
   int to_target_id(int draft_id) const { return draft_id + int(d2t_.empty() ? 0 : d2t_[size_t(draft_id)]); }
   size_t weight_bytes() const;
 

@@ -23,10 +23,6 @@ const std::vector<LayerTensorSpec>& layer_tensors() {
   return kTensors;
 }
 
-void append_matrices(DecoderLayerWeights& l, std::vector<kernels::WeightView*>& out) {
-  out.insert(out.end(), {&l.q, &l.k, &l.v, &l.o, &l.gate, &l.up, &l.down});
-}
-
 const char* layer_tensor_name(LayerTensor t, Naming n) {
   const LayerTensorSpec& s = layer_tensors()[size_t(t)];
   return n == Naming::Gguf ? s.gguf : s.hf;

@@ -17,8 +17,12 @@ struct DecoderLayerWeights {
   std::vector<float> attn_norm, mlp_norm, q_norm, k_norm, q_bias, k_bias, v_bias, o_bias;
 };
 
-// The layer's seven matrices, appended to `out` (to quantise them on load).
-void append_matrices(DecoderLayerWeights& l, std::vector<kernels::WeightView*>& out);
+// The layer's seven matrices appended to `out` (const or not: to name their kernels, to quantise
+// them on load).
+template <class Layer, class Ptr>
+void append_matrices(Layer& l, std::vector<Ptr>& out) {
+  out.insert(out.end(), {&l.q, &l.k, &l.v, &l.o, &l.gate, &l.up, &l.down});
+}
 
 struct HfLayerSpec {
   int64_t in_width = 0;  // attention input width: hidden, or 2 * hidden for an EAGLE-3 draft's first layer

@@ -30,6 +30,8 @@ class ServedDraft {
   const char* method() const { return eagle3_ ? "eagle3" : "dflash"; }  // the proposer's name
   const Eagle3Draft* eagle3() const { return eagle3_.get(); }
   const DFlashDraft* dflash() const { return dflash_.get(); }
+  // Every matrix its forwards multiply by (`eaglet bench` names their kernels).
+  std::vector<const kernels::WeightView*> matrices() const { return eagle3_ ? eagle3_->matrices() : dflash_->matrices(); }
   // Target layers it reads (the proposer's tap_layers()).
   std::vector<int> taps() const;
   size_t kv_block_bytes() const;
