@@ -51,13 +51,7 @@ TEST(DraftQuantize, Eagle3DraftStaysCloseAndStreamsFewerBytes) {
     auto d = Eagle3Draft::load(dir.file("draft"), *target);
     d->quantize_weights(q);
     *bytes = d->weight_bytes();
-    const int T = 5, H = d->config().hidden;
-    const auto aux = test::random_normal(size_t(T * 3 * d->config().target_hidden), 1.0f, 11);
-    std::vector<float> g(size_t(T * H)), next(size_t(T * H)), out;
-    d->fuse_aux(test::pool(), aux.data(), T, g.data());
-    KvCache cache(d->kv_shape(4, 16));
-    d->forward(test::pool(), cache, {Eagle3Rows{cache.create(), {5, 9, 2, 7, 30}}}, g.data(), next.data(), &out, true);
-    return out;
+    return test::fixed_prompt_logits(*d);
   };
   size_t f32_bytes = 0, q8_bytes = 0, q4_bytes = 0;
   const auto f = logits(kernels::QuantScheme::None, &f32_bytes);

@@ -228,13 +228,7 @@ struct Pair {
   // The draft's logits for a fixed prompt and random taps (all rows).
   std::vector<float> logits(const std::string& draft_dir, bool allow_unused = false) {
     auto d = Eagle3Draft::load(draft_dir, *target, {.numbering = AuxNumbering::Input, .allow_unused_tensors = allow_unused});
-    const int T = 5, H = d->config().hidden;
-    const auto aux = test::random_normal(size_t(T * 3 * d->config().target_hidden), 1.0f, 11);
-    std::vector<float> g(size_t(T * H)), next(size_t(T * H)), out;
-    d->fuse_aux(test::pool(), aux.data(), T, g.data());
-    KvCache cache(d->kv_shape(4, 16));
-    d->forward(test::pool(), cache, {Eagle3Rows{cache.create(), {5, 9, 2, 7, 30}}}, g.data(), next.data(), &out, true);
-    return out;
+    return test::fixed_prompt_logits(*d);
   }
   std::string error(const std::string& draft_dir) {
     return test::error_of([&] { Eagle3Draft::load(draft_dir, *target); });

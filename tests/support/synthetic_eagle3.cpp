@@ -7,6 +7,7 @@
 #include <random>
 
 #include "io/safetensors.h"
+#include "models/eagle3.h"
 #include "support/test_util.h"
 
 namespace eaglet::test {
@@ -127,6 +128,16 @@ void write_steered_byte_target(const std::string& dir) {
     }
   }
   write_safetensors(dir + "/model.safetensors", all);
+}
+
+std::vector<float> fixed_prompt_logits(const Eagle3Draft& d) {
+  const int T = 5, H = d.config().hidden;
+  const auto aux = random_normal(size_t(T * 3 * d.config().target_hidden), 1.0f, 11);
+  std::vector<float> g(size_t(T * H)), next(size_t(T * H)), out;
+  d.fuse_aux(pool(), aux.data(), T, g.data());
+  KvCache cache(d.kv_shape(4, 16));
+  d.forward(pool(), cache, {Eagle3Rows{cache.create(), {5, 9, 2, 7, 30}}}, g.data(), next.data(), &out, true);
+  return out;
 }
 
 }  // namespace eaglet::test

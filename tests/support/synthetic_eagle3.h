@@ -6,7 +6,14 @@
 
 #include "core/dtype.h"
 
+namespace eaglet {
+class Eagle3Draft;
+}
+
 namespace eaglet::test {
+
+// `d`'s logits of every row for the tokens {5, 9, 2, 7, 30} over random taps (seed 11).
+std::vector<float> fixed_prompt_logits(const Eagle3Draft& d);
 
 struct DraftSpec {
   bool speculators_config = false;  // Eagle3Speculator + transformer_layer_config (else LlamaForCausalLMEagle3)
