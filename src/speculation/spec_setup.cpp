@@ -112,7 +112,7 @@ SpecSetup::SpecSetup(const SpecOptions& opts, const Model& target) : opts_(opts)
   if (opts.aux_numbering != "auto" && opts.aux_numbering != "input" && opts.aux_numbering != "output")
     fail("--aux-numbering must be 'auto', 'input' or 'output' (got '{}')", opts.aux_numbering);
   parse_draft_semantics(opts.draft_semantics);  // checked before any loading
-  draft_quantize();
+  draft_quantize();  // likewise (n-gram lookup, which has no draft model, ignores it)
   const std::string shape = opts.draft_shape.empty() ? (k >= 0 ? "chain" : "auto") : opts.draft_shape;
   policy_ = parse_draft_shape(shape, k >= 0 ? k : 3);
   if (entry && entry->draft != DraftKind::None) {
