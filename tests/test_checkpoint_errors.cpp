@@ -116,6 +116,23 @@ TEST(CheckpointErrors, WrongDtypeAndBadHeader) {
   expect_contains(load_error(dir.path()), "malformed header entry");
 }
 
+// A shape whose element count overflows 64 bits was multiplied out with wrap-around (undefined
+// behaviour, found by fuzz_safetensors) and could pass for a small tensor; now it is named.
+TEST(CheckpointErrors, ShapeTooLargeToCount) {
+  test::TempDir dir;
+  auto write = [&](const std::string& shape) {
+    const std::string header = R"({"w": {"dtype": "F32", "shape": )" + shape + R"(, "data_offsets": [0, 64]}})";
+    std::string file(8, '\0');
+    for (int i = 0; i < 8; ++i) file[size_t(i)] = char((header.size() >> (8 * i)) & 0xff);
+    test::write_text(dir.file("x.safetensors"), file + header + std::string(64, '\0'));
+    return test::error_of([&] { SafetensorsFile f(dir.file("x.safetensors")); });
+  };
+  test::expect_mentions(write("[2222222222222222222, 32]"), {"x.safetensors", "'w'", "2^63 elements"});
+  // 2^61 elements fit; 2^63 bytes of F32 do not.
+  test::expect_mentions(write("[2305843009213693952]"), {"x.safetensors", "'w'", "2^63 bytes"});
+  EXPECT_EQ(write("[4, 4]"), "<no error>");  // 16 F32 are the 64 bytes given
+}
+
 TEST(CheckpointErrors, ShardedIndexIsFollowed) {
   test::TempDir dir;
   test::write_tiny_model(dir.path(), {});

@@ -71,11 +71,17 @@ SafetensorsFile::SafetensorsFile(const std::string& path) : file_(path, payload_
       fail("{}: tensor '{}' has a malformed header entry", path, name);
     const std::string dt = v["dtype"].is_string() ? v["dtype"].get<std::string>() : "";
     if (!parse_dtype(dt, &t.dtype)) fail("{}: tensor '{}' has unsupported dtype '{}'", path, name, dt);
+    int64_t numel = 1, bytes = 0;
     for (auto& d : v["shape"]) {
       if (!d.is_number_integer() || d.get<int64_t>() < 0)
         fail("{}: tensor '{}' has a bad shape", path, name);
       t.shape.push_back(d.get<int64_t>());
+      // A shape whose size overflows would wrap around to one that fits the bytes given.
+      if (__builtin_mul_overflow(numel, t.shape.back(), &numel))
+        fail("{}: tensor '{}' has a shape {} of more than 2^63 elements", path, name, v["shape"].dump());
     }
+    if (__builtin_mul_overflow(numel, int64_t(dtype_size(t.dtype)), &bytes))
+      fail("{}: tensor '{}' of shape {} needs more than 2^63 bytes", path, name, v["shape"].dump());
     auto& off = v["data_offsets"];
     if (!off.is_array() || off.size() != 2 || !off[0].is_number_unsigned() || !off[1].is_number_unsigned())
       fail("{}: tensor '{}' has bad data_offsets", path, name);
@@ -84,9 +90,9 @@ SafetensorsFile::SafetensorsFile(const std::string& path) : file_(path, payload_
       fail("{}: truncated safetensors file: tensor '{}' ends at byte {} of a {}-byte data section",
            path, name, e, data_size);
     t.nbytes = e - b;
-    if (uint64_t(t.numel()) * dtype_size(t.dtype) != t.nbytes)
-      fail("{}: tensor '{}' {} {} needs {} bytes but has {}", path, name, dtype_name(t.dtype),
-           t.shape_str(), t.numel() * dtype_size(t.dtype), t.nbytes);
+    if (uint64_t(bytes) != t.nbytes)
+      fail("{}: tensor '{}' {} {} needs {} bytes but has {}", path, name, dtype_name(t.dtype), t.shape_str(), bytes,
+           t.nbytes);
     t.data = base + b;
     tensors_.emplace(name, std::move(t));
   }
