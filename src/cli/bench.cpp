@@ -105,8 +105,9 @@ std::map<std::string, int> kernel_counts(const std::vector<const kernels::Weight
 KernelUse kernel_use(const Model& m) {
   KernelUse u;
   size_t bytes = 0;
-  u.counts = kernel_counts(m.matrices());
-  for (const kernels::WeightView* w : m.matrices()) {
+  const std::vector<const kernels::WeightView*> matrices = m.matrices();
+  u.counts = kernel_counts(matrices);
+  for (const kernels::WeightView* w : matrices) {
     u.dense_macs_per_token += double(w->rows) * double(w->cols);
     bytes += w->nbytes();
   }

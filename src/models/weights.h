@@ -42,7 +42,7 @@ class WeightStore {
   // `w` re-stored as GGUF blocks of `scheme` (Q8_0 / Q4_0 / Q4_K; w.cols whole blocks, F32 or BF16),
   // rows split over `pool`; `option` names what asked for it in errors.
   kernels::WeightView quantized(const kernels::WeightView& w, kernels::QuantScheme scheme, ThreadPool& pool,
-                                const std::string& option = "--quantize");
+                                const std::string& option);
   // Each of `ws` (the matrices of `what`) re-stored as `scheme` in place, on every core (None:
   // nothing), and logged. As llama-quantize does, a matrix whose rows are not whole blocks stays as
   // loaded. Returns how many stayed.
