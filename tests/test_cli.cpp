@@ -225,6 +225,30 @@ TEST(CliSpeculative, BenchComparesAnotherMethodInTheSameRun) {
   EXPECT_EQ(r.output.find("baseline"), std::string::npos) << r.output;
 }
 
+// --max-num-seqs N runs the prompts N at a time through one engine, as a server at concurrency N:
+// output tokens over the whole run, every output still the batched baseline's.
+TEST(CliSpeculative, BenchRunsThePromptsBatched) {
+  test::TempDir dir;
+  test::write_byte_vocab_target(dir.file("target"));
+  auto r = test::run_command(test::eaglet_binary() + " bench -m " + dir.file("target") +
+                             " --spec-method ngram -k 2 --num-prompts 6 --max-tokens 16 --ignore-eos --max-num-seqs 4"
+                             " --skip-bandwidth --thread-counts 1 --json " + dir.file("out.json") + " 2>/dev/null");
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_NE(r.output.find("4 sequences at a time"), std::string::npos) << r.output;
+  const auto run = nlohmann::json::parse(read_text_file(dir.file("out.json")))["runs"][0];
+  EXPECT_EQ(run["baseline"]["max_num_seqs"], 4);
+  EXPECT_EQ(run["baseline"]["output_tokens"], 6 * 16);
+  EXPECT_GT(run["baseline"]["output_tokens_per_second"].get<double>(), 0);
+  EXPECT_FALSE(run["baseline"].contains("fraction_of_read_bandwidth"));  // steps are not single-token decodes
+  const auto& s = run["speculative"];
+  EXPECT_EQ(s["output_tokens"], 6 * 16);
+  EXPECT_EQ(s["outputs_identical_to_baseline"], 6);
+  EXPECT_GT(s["spec_decode"]["num_drafts"].get<int64_t>(), 0) << s.dump();
+  r = test::run_command(test::eaglet_binary() + " bench -m " + dir.file("target") + " --max-num-seqs 0 2>&1");
+  EXPECT_NE(r.exit_code, 0);
+  test::expect_mentions(r.output, {"--max-num-seqs"});
+}
+
 TEST(CliSpeculative, BenchProbesBandwidthAroundEachPrompt) {
   EAGLET_REQUIRE_SHARED();
   test::TempDir dir;

@@ -25,7 +25,10 @@ void draft_took(DraftPolicy& p, double seconds) {
 TEST(DraftPolicy, ColdOrStalledDraftForwardDoesNotSwitchSpeculationOffForGood) {
   DraftPolicy p(parse_draft_shape("auto", -1), flat_cost(), true);
   ASSERT_TRUE(p.worth_drafting(1, 1));
-  // The first draft forward faults its weights in (or the VM stalls): 5 s for one level.
+  // The first draft forward faults its weights in and folds whole prompts in: not a level's cost.
+  draft_took(p, 5.0);
+  EXPECT_TRUE(p.worth_drafting(1, 1));
+  // A later one stalls (the VM): 5 s for one level.
   draft_took(p, 5.0);
   EXPECT_FALSE(p.worth_drafting(1, 1));
   // Within kProbeEvery steps one step drafts anyway; a normal draft forward then restores it.
@@ -97,6 +100,84 @@ TEST(DraftPolicy, ProbesVerifyTheirFirstNodeSoDraftingComesBackWhenTheDraftRecov
   }
   EXPECT_LT(step, 400) << "drafting did not come back after " << probes << " accepted probes";
   EXPECT_LE(probes, 4);
+}
+
+// A batch of 16 on a compute-bound curve (the 17th row opens a second row of tiles), as served
+// at concurrency 16 on AMX. Bad drafts switch drafting off; then each probe's draft call takes
+// ten levels' time, folding in every position skipped since. Charged at that time, the probe's
+// nodes never paid, nothing was verified and drafting stayed off for the rest of the run
+// (`eaglet bench --max-num-seqs 16`: 1.14x against 1.30x for a fixed chain of one).
+TEST(DraftPolicy, ABatchComesBackToDraftingAlthoughProbesFoldInTheSkippedSteps) {
+  auto tiles = std::make_shared<const CostModel>(
+      std::vector<std::pair<int, double>>{{1, 0.068}, {16, 0.080}, {17, 0.088}, {32, 0.103}, {33, 0.118}, {64, 0.149}});
+  DraftPolicy p(parse_draft_shape("auto", -1), tiles, true);
+  constexpr int kSeqs = 16;
+  std::vector<DraftPolicy::SeqState> seqs(kSeqs, p.new_sequence());
+  // One step: a one-node chain per sequence, drafted in `seconds`, then verified. Returns the
+  // nodes kept.
+  auto step = [&](double seconds, bool accepted) {
+    std::vector<DraftTree> trees(kSeqs);
+    std::vector<DraftPolicy::SeqState*> states;
+    for (int i = 0; i < kSeqs; ++i) {
+      trees[size_t(i)].add(7, -1, 0.9f);
+      states.push_back(&seqs[size_t(i)]);
+    }
+    p.trim(trees, states, kSeqs, seconds, 1);
+    int kept = 0;
+    for (int i = 0; i < kSeqs; ++i) {
+      kept += trees[size_t(i)].size();
+      if (!trees[size_t(i)].empty())
+        p.observe(seqs[size_t(i)], trees[size_t(i)], accepted ? std::vector<int>{0} : std::vector<int>{});
+    }
+    return kept;
+  };
+  int n = 0;
+  for (; n < 500 && p.worth_drafting(kSeqs, kSeqs); ++n) step(0.007, false);
+  ASSERT_LT(n, 500) << "rejected drafts never switched drafting off";
+  int probes = 0;
+  for (n = 0; n < 2000; ++n) {
+    if (!p.worth_drafting(kSeqs, kSeqs)) continue;
+    ++probes;
+    ASSERT_GT(step(0.070, true), 0) << "probe " << probes << " verified nothing";
+    if (p.worth_drafting(kSeqs, kSeqs)) break;  // drafting on merit
+  }
+  EXPECT_LT(n, 2000) << "drafting did not come back after " << probes << " accepted probes";
+  EXPECT_LE(probes, 4);
+  // Back on: normal draft calls keep it on.
+  for (int i = 0; i < 20; ++i) {
+    ASSERT_TRUE(p.worth_drafting(kSeqs, kSeqs)) << "step " << i;
+    EXPECT_EQ(step(0.007, true), kSeqs);
+  }
+}
+
+// Sixteen sequences share each draft forward, so a level pays when the batch's kept nodes at
+// that depth bring more than the forward's time is worth, though no one sequence's node does:
+// on a flat cost curve a batch drafts at least as deep as one sequence alone (it stayed at 1).
+TEST(DraftPolicy, ABatchJudgesALevelByWhatAllItsSequencesKeptOfIt) {
+  std::vector<int> depths;
+  for (int seqs : {1, 16}) {
+    DraftPolicy p(parse_draft_shape("auto:topk=1", -1), flat_cost(), true);
+    std::vector<DraftPolicy::SeqState> state(size_t(seqs), p.new_sequence());
+    for (int step = 0; step < 12; ++step) {
+      std::vector<DraftTree> trees(static_cast<size_t>(seqs));
+      std::vector<DraftPolicy::SeqState*> states;
+      for (int i = 0; i < seqs; ++i) {
+        double path = 1;  // a chain of likely nodes, every one accepted
+        for (int d = 0; d < state[size_t(i)].depth; ++d) trees[size_t(i)].add(d, d - 1, float(path *= 0.97));
+        states.push_back(&state[size_t(i)]);
+      }
+      p.trim(trees, states, seqs, 0.02 * 4, 4);  // 20 ms a level
+      for (int i = 0; i < seqs; ++i) {
+        std::vector<int> path(size_t(trees[size_t(i)].size()));
+        for (size_t k = 0; k < path.size(); ++k) path[k] = int(k);
+        p.observe(state[size_t(i)], trees[size_t(i)], path);
+      }
+    }
+    for (const auto& s : state) EXPECT_EQ(s.depth, state[0].depth) << seqs << " sequences";
+    depths.push_back(state[0].depth);
+  }
+  EXPECT_GE(depths[0], 5);
+  EXPECT_GE(depths[1], depths[0]);
 }
 
 // A block draft (DFlash): every step asks for the whole block whatever came before, and the cost

@@ -45,6 +45,7 @@ struct BenchOptions {
   std::vector<std::string> compare_shapes;   // more draft shapes run in the same run ("k=N" or --draft-shape)
   std::vector<std::string> compare_configs;  // more methods / drafts: vLLM --speculative-config JSON each
   bool cost_curve = false;
+  int max_num_seqs = 1;  // > 1: the prompts run that many at a time (run_prompts_batched)
   std::string grammar_file, json_schema_file;  // structured output: every prompt under this constraint
 };
 
@@ -72,6 +73,15 @@ const std::vector<std::string> kDefaultPrompts = {
     "Once upon a time", "One day, a little girl named Lily", "Tom and his dog went to the park",
     "The sun was shining and", "There was a big red ball", "Sam wanted to play with his friend",
     "In a small house lived a cat", "Mom said, \"Let's go"};
+
+// The prompts through the engine as --max-num-seqs says: one at a time (decode tok/s) or batched
+// (output tok/s over the whole run).
+RunTotals run_all_prompts(ThreadPool& pool, ModelBundle& b, const BenchOptions& o, const std::vector<std::vector<int>>& prompts,
+                          const SamplingParams& sampling, const SpecSetup* spec) {
+  if (o.max_num_seqs > 1)
+    return run_prompts_batched(pool, b, prompts, o.max_tokens, sampling, o.ignore_eos, spec, o.max_num_seqs);
+  return run_prompts(pool, b, prompts, o.max_tokens, sampling, o.ignore_eos, spec);
+}
 
 double prefill_rate(ThreadPool& pool, ModelBundle& b, const std::vector<std::vector<int>>& prompts, int n) {
   std::vector<int> ids;
@@ -172,6 +182,12 @@ BenchCostCurve bench_cost_curve(ThreadPool& pool, ModelBundle& b, const std::vec
 BenchBaseline bench_baseline(ThreadPool& pool, ModelBundle& b, const BenchOptions& o,
                              const std::vector<std::vector<int>>& prompts, double weight_gb) {
   BenchBaseline base;
+  base.max_num_seqs = o.max_num_seqs;
+  if (o.max_num_seqs > 1) {  // batched: steps are not single-token decodes, so no bandwidth share
+    base.run.totals = run_all_prompts(pool, b, o, prompts, o.sampling, nullptr);
+    base.weight_gb = weight_gb;
+    return base;
+  }
   base.run = run_baseline_with_probes(pool, b, prompts, o.max_tokens, o.sampling, o.ignore_eos, !o.skip_bandwidth);
   base.probed = !o.skip_bandwidth;
   base.weight_gb = weight_gb;
@@ -190,8 +206,9 @@ BenchSpeculative bench_speculative(ThreadPool& pool, ModelBundle& b, const Bench
   s.method = setup.method();
   s.draft_shape = setup.describe();
   s.k = setup.k();
-  s.totals = run_prompts(pool, b, prompts, o.max_tokens, o.sampling, o.ignore_eos, &setup);
+  s.totals = run_all_prompts(pool, b, o, prompts, o.sampling, &setup);
   s.prompts = prompts.size();
+  s.batched = o.max_num_seqs > 1;
   for (size_t i = 0; i < prompts.size(); ++i) s.identical += s.totals.outputs[i] == base.outputs[i];
   s.speedup = base.tokens_per_second() > 0 ? s.totals.tokens_per_second() / base.tokens_per_second() : 0;
   print_speculative(s);
@@ -247,11 +264,11 @@ BenchRun bench_run(int threads, ModelBundle& b, const BenchOptions& o, const std
   free.grammar = nullptr;
   free.vocabulary = nullptr;
   std::optional<RunTotals> before;
-  if (o.sampling.grammar) before = run_prompts(pool, b, prompts, o.max_tokens, free, o.ignore_eos, nullptr);
+  if (o.sampling.grammar) before = run_all_prompts(pool, b, o, prompts, free, nullptr);
   run.baseline = bench_baseline(pool, b, o, prompts, run.verify.step.weight_gb);
   print_baseline(run, header);
   if (before) {
-    run.unconstrained = run_prompts(pool, b, prompts, o.max_tokens, free, o.ignore_eos, nullptr);
+    run.unconstrained = run_all_prompts(pool, b, o, prompts, free, nullptr);
     run.unconstrained->tokens += before->tokens;
     run.unconstrained->seconds += before->seconds;
     print_unconstrained(run);
@@ -322,6 +339,10 @@ void add_bench(CLI::App& app) {
                   "options, e.g. '{\"method\":\"dflash\",\"model\":\"DIR\",\"num_speculative_tokens\":15}' (repeatable)");
   cmd->add_option("--grammar", o->grammar_file, "structured output: every output a sentence of this GBNF grammar (file)");
   cmd->add_option("--json-schema", o->json_schema_file, "structured output: every output a JSON document valid against this schema (file)");
+  cmd->add_option("--max-num-seqs", o->max_num_seqs,
+                  "run the prompts this many at a time in one batch, as a server at this concurrency (vLLM's bench "
+                  "throughput): output tok/s over the whole run, prefill included (default 1: one prompt at a time, decode tok/s)")
+      ->check(CLI::PositiveNumber);
   cmd->add_flag("--cost-curve", o->cost_curve, "report the forward cost c(n)/c(1), n = 1..64, and a 16-node tree's");
   cmd->callback([o] { run_bench(*o); });
 }

@@ -61,6 +61,11 @@ void print_baseline(const BenchRun& run, const BenchHeader& h) {
     std::printf("  memory bandwidth (same run, best of %zu probes: before the decode and after each prompt): read %.1f GB/s, copy %.1f GB/s\n",
                 b.run.probes.size(), b.run.best.read_gbps, b.run.best.copy_gbps);
   print_costs(run, h);
+  if (b.max_num_seqs > 1) {
+    std::printf("  baseline : %7.2f tok/s output, %lld tokens, %d sequences at a time (prefill included)\n",
+                b.totals().tokens_per_second(), (long long)b.totals().tokens, b.max_num_seqs);
+    return;
+  }
   const double eff = b.bandwidth(), eff_p50 = b.bandwidth_at_median_step();
   std::printf("  baseline : %7.2f tok/s decode, %lld tokens, weights %.1f GB/s", b.totals().tokens_per_second(),
               (long long)b.totals().tokens, eff);
@@ -85,8 +90,8 @@ void print_unconstrained(const BenchRun& run) {
 }
 
 void print_speculative(const BenchSpeculative& s) {
-  std::printf("  %s\n    %7.2f tok/s decode, %lld tokens, speedup %.2fx, outputs identical to baseline: %d/%zu\n",
-              s.draft_shape.c_str(), s.totals.tokens_per_second(), (long long)s.totals.tokens, s.speedup, s.identical,
+  std::printf("  %s\n    %7.2f tok/s %s, %lld tokens, speedup %.2fx, outputs identical to baseline: %d/%zu\n",
+              s.draft_shape.c_str(), s.totals.tokens_per_second(), s.batched ? "output" : "decode", (long long)s.totals.tokens, s.speedup, s.identical,
               s.prompts);
   std::printf("    %s\n", s.totals.spec.summary().c_str());
   std::printf("    time split: target %.2fs, draft %.2fs, verify %.2fs\n", s.totals.spec.target_seconds,
@@ -131,6 +136,11 @@ void put_cost_curve(const BenchCostCurve& c, json& run) {
 
 json baseline_json(const BenchBaseline& b) {
   const double eff = b.bandwidth(), eff_p50 = b.bandwidth_at_median_step();
+  if (b.max_num_seqs > 1)
+    return {{"max_num_seqs", b.max_num_seqs},
+            {"output_tokens", b.totals().tokens},
+            {"seconds", b.totals().seconds},
+            {"output_tokens_per_second", b.totals().tokens_per_second()}};
   json j = {{"decode_tokens", b.totals().tokens},
             {"decode_seconds", b.totals().seconds},
             {"decode_tokens_per_second", b.totals().tokens_per_second()},
@@ -160,12 +170,13 @@ json bandwidth_json(const ProbedBaseline& p) {
 }
 
 json speculative_json(const BenchSpeculative& s) {
+  const std::string counted = s.batched ? "output" : "decode";  // as the baseline counts them
   return {{"method", s.method},
           {"draft_shape", s.draft_shape},
           {"num_speculative_tokens", s.k},
-          {"decode_tokens", s.totals.tokens},
-          {"decode_seconds", s.totals.seconds},
-          {"decode_tokens_per_second", s.totals.tokens_per_second()},
+          {counted + "_tokens", s.totals.tokens},
+          {counted + "_seconds", s.totals.seconds},
+          {counted + "_tokens_per_second", s.totals.tokens_per_second()},
           {"speedup", s.speedup},
           {"outputs_identical_to_baseline", s.identical},
           {"spec_decode", spec_json(s.totals.spec)}};

@@ -35,6 +35,7 @@ struct BenchBaseline {
   bool probed = false;           // false with --skip-bandwidth
   double weight_gb = 0;          // what one decode step reads
   double itl_p50 = 0, itl_p90 = 0, itl_p99 = 0;
+  int max_num_seqs = 1;          // > 1: batched (--max-num-seqs), totals are output tok/s of the whole run
   const RunTotals& totals() const { return run.totals; }
   double bandwidth() const { return totals().tokens_per_second() * weight_gb; }
   // The typical step as well as the average: on a shared VM a few steps stall for tens of
@@ -50,6 +51,7 @@ struct BenchSpeculative {
   double speedup = 0;
   int identical = 0;  // outputs equal to the baseline's
   size_t prompts = 0;
+  bool batched = false;  // --max-num-seqs > 1: output tok/s of the whole run
 };
 
 struct BenchRun {

@@ -91,6 +91,36 @@ RunTotals run_prompts(ThreadPool& pool, ModelBundle& b, const std::vector<std::v
   return t;
 }
 
+RunTotals run_prompts_batched(ThreadPool& pool, ModelBundle& b, const std::vector<std::vector<int>>& prompts,
+                              int max_tokens, const SamplingParams& sampling, bool ignore_eos, const SpecSetup* spec,
+                              int max_seqs) {
+  RunTotals t;
+  int64_t longest = 0;
+  for (auto& ids : prompts) longest = std::max<int64_t>(longest, int64_t(ids.size()) + max_tokens);
+  OfflineEngine engine(pool, *b.model, b.tokenizer, spec, longest, max_seqs);
+  t.outputs.resize(prompts.size());
+  std::vector<std::shared_ptr<Request>> requests;
+  for (size_t i = 0; i < prompts.size(); ++i) {
+    auto req = std::make_shared<Request>();
+    req->prompt = prompts[i];
+    req->sampling = sampling;
+    req->stop.max_tokens = max_tokens;
+    req->stop.stop_tokens = b.eos_ids;
+    req->stop.ignore_eos = ignore_eos;
+    std::vector<int>& out = t.outputs[i];
+    req->on_output = [&out](const std::string&, const std::vector<TokenLogprob>& tokens) {
+      for (const TokenLogprob& tl : tokens) out.push_back(tl.token);
+    };
+    requests.push_back(std::move(req));
+  }
+  const auto t0 = std::chrono::steady_clock::now();
+  engine.run_all(requests);
+  t.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  for (auto& out : t.outputs) t.tokens += int64_t(out.size());
+  t.spec = engine.core().spec_metrics();
+  return t;
+}
+
 ProbedBaseline run_baseline_with_probes(ThreadPool& pool, ModelBundle& b, const std::vector<std::vector<int>>& prompts, int max_tokens,
                                         const SamplingParams& sampling, bool ignore_eos, bool probe) {
   ProbedBaseline r;

@@ -45,9 +45,18 @@ VerifyCost measure_verify_cost(ThreadPool& pool, ModelBundle& b, const std::vect
 VerifyCost measure_tree_verify_cost(ThreadPool& pool, ModelBundle& b, const std::vector<int>& prompt, int reps);
 
 // `after_prompt` (optional) runs after each prompt with that prompt's decode seconds.
+// One prompt at a time (a server at concurrency 1): tokens and seconds are decode only, after
+// each prompt's first token.
 RunTotals run_prompts(ThreadPool& pool, ModelBundle& b, const std::vector<std::vector<int>>& prompts, int max_tokens,
                       const SamplingParams& sampling, bool ignore_eos, const SpecSetup* spec,
                       const std::function<void(double decode_seconds)>& after_prompt = {});
+
+// Every prompt through one engine `max_seqs` sequences at a time (a server at concurrency
+// `max_seqs`, vLLM's `bench throughput --max-num-seqs`): tokens are all generated tokens and seconds
+// the whole run's wall time, prefill included, since steps mix prefill and decode.
+RunTotals run_prompts_batched(ThreadPool& pool, ModelBundle& b, const std::vector<std::vector<int>>& prompts,
+                              int max_tokens, const SamplingParams& sampling, bool ignore_eos, const SpecSetup* spec,
+                              int max_seqs);
 
 // The plain decode of every prompt with the memory bandwidth probed before the first prompt and
 // after each one. On a shared VM the bandwidth can halve for a minute and come back, so besides

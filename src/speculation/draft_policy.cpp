@@ -114,6 +114,23 @@ std::vector<double> DraftPolicy::estimates(const SeqState& s, const DraftTree& t
   return e;
 }
 
+// Two kinds of draft call take longer than a level and are not recorded as one: the very first
+// (the draft's weights fault in and whole prompts are folded in: 87 ms a level against 7 in a
+// batch of 16 on the Xeon of docs/performance.md, which kept drafting off from the start) and a
+// probe that takes longer than the estimate (it folds in every position of the steps skipped
+// since drafting stopped, 16 to 256 of them per sequence: recorded, it kept the estimate up and
+// drafting off for good). A probe faster than the estimate is news that the draft got cheaper.
+void DraftPolicy::record_level_time(double draft_seconds, int draft_levels) {
+  if (draft_levels <= 0) return;
+  const double per_level = draft_seconds / draft_levels;
+  const bool first = !drafted_;
+  drafted_ = true;
+  if (first || (probing_ && !level_samples_.empty() && per_level >= level_seconds())) return;
+  if (level_samples_.size() < kLevelSamples) level_samples_.push_back(per_level);
+  else level_samples_[level_next_] = per_level;
+  level_next_ = (level_next_ + 1) % kLevelSamples;
+}
+
 double DraftPolicy::level_seconds() const {
   if (level_samples_.empty()) return 0;
   std::vector<double> s = level_samples_;
@@ -157,12 +174,9 @@ bool DraftPolicy::worth_drafting(int sequences, int fixed_tokens) {
 void DraftPolicy::trim(std::vector<DraftTree>& trees, std::vector<SeqState*>& states, int fixed_tokens,
                        double draft_seconds, int draft_levels) {
   if (!cfg_.adaptive) return;
-  if (draft_levels > 0) {
-    const double per_level = draft_seconds / draft_levels;
-    if (level_samples_.size() < kLevelSamples) level_samples_.push_back(per_level);
-    else level_samples_[level_next_] = per_level;
-    level_next_ = (level_next_ + 1) % kLevelSamples;
-  }
+  record_level_time(draft_seconds, draft_levels);
+  // A probe is charged a typical level, not its own time, which folds in every skipped position.
+  const double charged = probing_ ? level_seconds() * draft_levels : draft_seconds;
   std::vector<std::vector<double>> est(trees.size());
   // Best-first over sequences: each tree's nodes in order (every prefix is a tree).
   using Item = std::pair<double, size_t>;  // (estimate of the sequence's next node, sequence)
@@ -186,7 +200,7 @@ void DraftPolicy::trim(std::vector<DraftTree>& trees, std::vector<SeqState*>& st
     gain += e;
     ++n;
     if (++taken[i] < int(est[i].size())) next.push({est[i][size_t(taken[i])], i});
-    const double rate = (roots + gain) / (draft_seconds + cost_->target_seconds(fixed_tokens + n));
+    const double rate = (roots + gain) / (charged + cost_->target_seconds(fixed_tokens + n));
     if (rate > best_rate) {
       best_rate = rate;
       best_taken = taken;
@@ -197,31 +211,40 @@ void DraftPolicy::trim(std::vector<DraftTree>& trees, std::vector<SeqState*>& st
   // kept it off for good (a hard passage once left a Q4_0 run drafting for a third of its steps).
   // Unless even a sure first node would not pay (a compute-bound step): then acceptance is not
   // what keeps drafting off, and verifying would teach nothing.
-  if (probing_ && drafting_pays(int(roots), fixed_tokens, draft_seconds, 1, 1.0))
+  if (probing_ && drafting_pays(int(roots), fixed_tokens, charged, 1, 1.0))
     for (int& t : best_taken) t = std::max(t, 1);
   for (size_t i = 0; i < trees.size(); ++i) trees[i].truncate(best_taken[i]);
   if (!cfg_.whole_block) adapt_shapes(trees, est, states, best_rate);
 }
 
 // A level is worth drafting when its kept nodes bring more tokens than the step's rate would
-// produce in the time its draft forward takes.
+// produce in the time its draft forward takes. One forward drafts a level for every sequence, so
+// a level is judged by what the whole batch kept of it: judged per sequence, a batch of 16 never
+// drafted past depth 1 (a level's 7 ms at ~280 tokens/s is 2 tokens, more than any one node
+// brings) and served concurrency 16 below a fixed chain of 2.
 void DraftPolicy::adapt_shapes(const std::vector<DraftTree>& trees, const std::vector<std::vector<double>>& est,
                                std::vector<SeqState*>& states, double rate) const {
   const double level_tokens = rate * level_seconds();
+  std::vector<std::vector<int>> depths(trees.size());
+  std::vector<double> kept_at(1, 0.0);  // by depth: the batch's expected tokens from kept nodes
+  for (size_t i = 0; i < trees.size(); ++i) {
+    depths[i] = trees[i].depths();
+    for (int k = 0; k < trees[i].size(); ++k) {
+      const size_t d = size_t(depths[i][size_t(k)]);
+      if (d >= kept_at.size()) kept_at.resize(d + 1, 0.0);
+      kept_at[d] += est[i][size_t(k)];
+    }
+  }
   for (size_t i = 0; i < trees.size(); ++i) {
     SeqState& s = *states[i];
-    const auto depths = trees[i].depths();
     int kept_depth = 0;
-    for (int d : depths) kept_depth = std::max(kept_depth, d);
-    double deepest = 0;
+    for (int d : depths[i]) kept_depth = std::max(kept_depth, d);
+    const bool paid = kept_at[size_t(kept_depth)] >= level_tokens;
     std::vector<int> children(size_t(trees[i].size()) + 1, 0);
-    for (int k = 0; k < trees[i].size(); ++k) {
-      if (depths[size_t(k)] == kept_depth) deepest += est[i][size_t(k)];
-      ++children[size_t(trees[i].parents[size_t(k)] + 1)];
-    }
+    for (int k = 0; k < trees[i].size(); ++k) ++children[size_t(trees[i].parents[size_t(k)] + 1)];
     const int width = children.empty() ? 0 : *std::max_element(children.begin(), children.end());
-    if (kept_depth >= s.depth && deepest >= level_tokens) s.depth = std::min(s.depth + 1, cfg_.shape.depth);
-    else if (kept_depth < s.depth || deepest < level_tokens) s.depth = std::max(s.depth - 1, 1);
+    if (kept_depth >= s.depth && paid) s.depth = std::min(s.depth + 1, cfg_.shape.depth);
+    else if (kept_depth < s.depth || !paid) s.depth = std::max(s.depth - 1, 1);
     if (width >= s.topk) s.topk = std::min(s.topk + 1, cfg_.shape.topk);
     else if (width < s.topk - 1) s.topk = std::max(s.topk - 1, 1);
   }

@@ -59,9 +59,10 @@ class DraftPolicy {
   // Auto: trims each tree in place (see above); `fixed_tokens` are the step's other tokens
   // (roots and prefill), `draft_seconds` what drafting them took and `draft_levels` the deepest
   // level drafted. Then sets each sequence's next depth and width: one level deeper while the
-  // deepest kept level is expected to return more than its draft forward costs, shallower when
-  // it does not or was trimmed away; wider while some node kept every child drafted, narrower
-  // when none kept more than topk - 2. Fixed: leaves the trees as drafted.
+  // nodes the whole batch kept at its deepest level are expected to return more than that level's
+  // draft forward costs, shallower when they do not or its own were trimmed away; wider while
+  // some node kept every child drafted, narrower when none kept more than topk - 2. Fixed:
+  // leaves the trees as drafted.
   void trim(std::vector<DraftTree>& trees, std::vector<SeqState*>& states, int fixed_tokens, double draft_seconds,
             int draft_levels);
   // After verification of `tree`, of which the first `accepted` path nodes were kept.
@@ -83,8 +84,11 @@ class DraftPolicy {
   std::shared_ptr<const CostModel> cost_;
   bool scored_;
   // The draft's cost per tree level (a batched forward): the lower median of the last samples,
-  // so neither the first forward's page faults nor a VM stall sets it.
+  // so a VM stall does not set it; record_level_time() leaves out the calls that are not a
+  // level's cost (the first, and probes slower than the estimate).
   double level_seconds() const;
+  void record_level_time(double draft_seconds, int draft_levels);
+  bool drafted_ = false;  // a draft call has been seen (the first is not a level's cost)
   // Whether `nodes` drafted per sequence, bringing `gain` expected tokens each, beat plain
   // decoding of the step after `draft` seconds of drafting.
   bool drafting_pays(int sequences, int fixed_tokens, double draft, int nodes, double gain) const;
