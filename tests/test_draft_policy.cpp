@@ -180,6 +180,25 @@ TEST(DraftPolicy, ABatchJudgesALevelByWhatAllItsSequencesKeptOfIt) {
   EXPECT_GE(depths[1], depths[0]);
 }
 
+// Width multiplies every draft level's rows: it grows while nodes keep every child drafted, but a
+// level of the whole batch stays within 16 rows (one pass of tiles).
+TEST(DraftPolicy, WidthKeepsADraftLevelOfTheBatchWithinSixteenRows) {
+  for (auto [seqs, widest] : {std::pair{1, 4}, {4, 4}, {8, 2}, {16, 1}}) {
+    DraftPolicy p(parse_draft_shape("auto", -1), flat_cost(), true);
+    std::vector<DraftPolicy::SeqState> state(size_t(seqs), p.new_sequence());
+    for (int step = 0; step < 8; ++step) {
+      std::vector<DraftTree> trees(static_cast<size_t>(seqs));
+      std::vector<DraftPolicy::SeqState*> states;
+      for (int i = 0; i < seqs; ++i) {
+        for (int c = 0; c < state[size_t(i)].topk; ++c) trees[size_t(i)].add(c, -1, 0.9f);  // all likely
+        states.push_back(&state[size_t(i)]);
+      }
+      p.trim(trees, states, seqs, 0.001, 1);
+    }
+    for (const auto& s : state) EXPECT_EQ(s.topk, widest) << seqs << " sequences";
+  }
+}
+
 // A block draft (DFlash): every step asks for the whole block whatever came before, and the cost
 // curve alone decides how much of it is verified: all of it where 16 tokens cost about one, the
 // prefix with the best rate where each token costs a fifth of a step.
