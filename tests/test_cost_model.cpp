@@ -1,7 +1,9 @@
 // The measured forward-cost table: which token counts it holds, and when a cached one is reused.
 #include <gtest/gtest.h>
 
+#include <chrono>
 #include <fstream>
+#include <thread>
 #include <nlohmann/json.hpp>
 
 #include "core/thread_pool.h"
@@ -25,6 +27,45 @@ TEST(CostModel, MeasuresEveryTokenCountUpTo64AndNeverFallsWithMore) {
   EXPECT_EQ(sizes_of(m), CostModel::measured_sizes());
   EXPECT_EQ(m.points().back().first, 64);
   for (size_t i = 1; i < m.points().size(); ++i) EXPECT_GE(m.points()[i].second, m.points()[i - 1].second);
+}
+
+// The built-in model, whose forwards stall for `stall` in calls [first, last): a shared VM's
+// slow phase of a few seconds.
+class StallingModel : public Model {
+ public:
+  StallingModel(int first, int last, std::chrono::milliseconds stall)
+      : inner_(make_builtin_model()), first_(first), last_(last), stall_(stall) {}
+  const ModelConfig& config() const override { return inner_->config(); }
+  KvCacheShape kv_shape(int64_t num_blocks, int block_size) const override { return inner_->kv_shape(num_blocks, block_size); }
+  void forward(ThreadPool& pool, KvCache& cache, const ForwardBatch& batch, ForwardOutput* out) override {
+    if (calls_ >= first_ && calls_ < last_) std::this_thread::sleep_for(stall_);
+    ++calls_;
+    inner_->forward(pool, cache, batch, out);
+  }
+  void embed(const int* tokens, int64_t n, float* out) const override { inner_->embed(tokens, n, out); }
+  const kernels::WeightView& lm_head() const override { return inner_->lm_head(); }
+  const kernels::WeightView& embed_view() const override { return inner_->embed_view(); }
+  void final_norm(const float* x, int64_t rows, float* out) const override { inner_->final_norm(x, rows, out); }
+  size_t weight_bytes_per_token() const override { return inner_->weight_bytes_per_token(); }
+  std::vector<const kernels::WeightView*> matrices() const override { return inner_->matrices(); }
+
+ private:
+  std::unique_ptr<Model> inner_;
+  int first_, last_, calls_ = 0;
+  std::chrono::milliseconds stall_;
+};
+
+// A slow phase of 12 forwards in a row (after the prefix's prefill) once took whole token counts
+// with it, each timed in one burst of passes: their medians carried the stall and the policy
+// read 16 tokens as dear. Rounds over every count leave each at most one stalled pass of three.
+TEST(CostModel, ASlowPhaseOfTheMachineDoesNotSetAnyTokenCount) {
+  ThreadPool pool(1);
+  const auto stall = std::chrono::milliseconds(40);
+  for (int first : {1, 20, 30, 45}) {
+    StallingModel model(first, first + 12, stall);
+    const CostModel m = CostModel::measure(pool, model, 3);
+    for (auto& [n, seconds] : m.points()) EXPECT_LT(seconds, 0.5 * 0.040) << "c(" << n << "), stall from call " << first;
+  }
 }
 
 TEST(CostModel, SmoothingRemovesBumpsButKeepsTheTileSteps) {

@@ -92,23 +92,32 @@ CostModel CostModel::measure(ThreadPool& pool, Model& target, int reps, const st
   KvCache cache(target.kv_shape(kv_blocks_for(int64_t(ids.size()))));
   const SeqId seq = cache.create();
   prefill(pool, target, cache, seq, std::vector<int>(ids.begin(), ids.begin() + prefix), 512);
-  std::vector<std::pair<int, double>> points;
-  for (int n : fit) {
-    ForwardBatch batch;
+  std::vector<ForwardBatch> batches(fit.size());
+  for (size_t i = 0; i < fit.size(); ++i) {
+    const int n = fit[i];
     SeqChunk chunk{seq, std::vector<int>(ids.begin() + prefix, ids.begin() + prefix + n), {}};
-    for (int i = 0; i < n; ++i) chunk.logit_rows.push_back(i);  // verification wants every row's logits
-    batch.chunks.push_back(std::move(chunk));
-    std::vector<double> seconds;
-    for (int r = 0; r <= reps; ++r) {  // the first pass warms caches and is not counted
+    for (int r = 0; r < n; ++r) chunk.logit_rows.push_back(r);  // verification wants every row's logits
+    batches[i].chunks.push_back(std::move(chunk));
+  }
+  // Rounds over every size, not each size's passes in a row: a shared VM slows down for seconds
+  // at a time, and with each size timed in one burst a slow phase took whole sizes with it (c(16)
+  // / c(1) measured 1.42 where the same run's bench curve gave 1.16, and auto drafted 10.7 nodes
+  // a step instead of ~25). Interleaved, a slow phase costs each size at most one round of the
+  // median's three. Round 0 warms caches and is not counted.
+  std::vector<std::vector<double>> seconds(fit.size());
+  for (int r = 0; r <= reps; ++r)
+    for (size_t i = 0; i < fit.size(); ++i) {
       ForwardOutput out;
       const auto t0 = std::chrono::steady_clock::now();
-      target.forward(pool, cache, batch, &out);
+      target.forward(pool, cache, batches[i], &out);
       const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
       cache.truncate(seq, prefix);
-      if (r > 0) seconds.push_back(s);
+      if (r > 0) seconds[i].push_back(s);
     }
-    std::sort(seconds.begin(), seconds.end());
-    points.emplace_back(n, seconds[seconds.size() / 2]);  // the median: a shared VM stalls now and then
+  std::vector<std::pair<int, double>> points;
+  for (size_t i = 0; i < fit.size(); ++i) {
+    std::sort(seconds[i].begin(), seconds[i].end());
+    points.emplace_back(fit[i], seconds[i][seconds[i].size() / 2]);
   }
   // Costs never fall with more tokens; a noisy point is lifted to its predecessor.
   for (size_t i = 1; i < points.size(); ++i) points[i].second = std::max(points[i].second, points[i - 1].second);
