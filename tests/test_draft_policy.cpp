@@ -1,6 +1,7 @@
 // The auto draft policy's decisions that the engine-core tests do not pin down on their own.
 #include <gtest/gtest.h>
 
+#include <functional>
 #include <vector>
 
 #include "core/error.h"
@@ -150,6 +151,20 @@ TEST(DraftPolicy, ABatchComesBackToDraftingAlthoughProbesFoldInTheSkippedSteps) 
   }
 }
 
+// One drafted step of a batch: `draft` builds each sequence's tree from its state, then trim()
+// with the step's draft time and levels. Returns the trimmed trees.
+std::vector<DraftTree> trim_batch(DraftPolicy& p, std::vector<DraftPolicy::SeqState>& state, double draft_seconds,
+                                  int levels, const std::function<void(const DraftPolicy::SeqState&, DraftTree&)>& draft) {
+  std::vector<DraftTree> trees(state.size());
+  std::vector<DraftPolicy::SeqState*> states;
+  for (size_t i = 0; i < state.size(); ++i) {
+    draft(state[i], trees[i]);
+    states.push_back(&state[i]);
+  }
+  p.trim(trees, states, int(state.size()), draft_seconds, levels);
+  return trees;
+}
+
 // Sixteen sequences share each draft forward, so a level pays when the batch's kept nodes at
 // that depth bring more than the forward's time is worth, though no one sequence's node does:
 // on a flat cost curve a batch drafts at least as deep as one sequence alone (it stayed at 1).
@@ -159,14 +174,11 @@ TEST(DraftPolicy, ABatchJudgesALevelByWhatAllItsSequencesKeptOfIt) {
     DraftPolicy p(parse_draft_shape("auto:topk=1", -1), flat_cost(), true);
     std::vector<DraftPolicy::SeqState> state(size_t(seqs), p.new_sequence());
     for (int step = 0; step < 12; ++step) {
-      std::vector<DraftTree> trees(static_cast<size_t>(seqs));
-      std::vector<DraftPolicy::SeqState*> states;
-      for (int i = 0; i < seqs; ++i) {
-        double path = 1;  // a chain of likely nodes, every one accepted
-        for (int d = 0; d < state[size_t(i)].depth; ++d) trees[size_t(i)].add(d, d - 1, float(path *= 0.97));
-        states.push_back(&state[size_t(i)]);
-      }
-      p.trim(trees, states, seqs, 0.02 * 4, 4);  // 20 ms a level
+      // A chain of likely nodes per sequence, every one accepted; 20 ms a level.
+      const std::vector<DraftTree> trees = trim_batch(p, state, 0.02 * 4, 4, [](const DraftPolicy::SeqState& s, DraftTree& t) {
+        double path = 1;
+        for (int d = 0; d < s.depth; ++d) t.add(d, d - 1, float(path *= 0.97));
+      });
       for (int i = 0; i < seqs; ++i) {
         std::vector<int> path(size_t(trees[size_t(i)].size()));
         for (size_t k = 0; k < path.size(); ++k) path[k] = int(k);
@@ -186,15 +198,10 @@ TEST(DraftPolicy, WidthKeepsADraftLevelOfTheBatchWithinSixteenRows) {
   for (auto [seqs, widest] : {std::pair{1, 4}, {4, 4}, {8, 2}, {16, 1}}) {
     DraftPolicy p(parse_draft_shape("auto", -1), flat_cost(), true);
     std::vector<DraftPolicy::SeqState> state(size_t(seqs), p.new_sequence());
-    for (int step = 0; step < 8; ++step) {
-      std::vector<DraftTree> trees(static_cast<size_t>(seqs));
-      std::vector<DraftPolicy::SeqState*> states;
-      for (int i = 0; i < seqs; ++i) {
-        for (int c = 0; c < state[size_t(i)].topk; ++c) trees[size_t(i)].add(c, -1, 0.9f);  // all likely
-        states.push_back(&state[size_t(i)]);
-      }
-      p.trim(trees, states, seqs, 0.001, 1);
-    }
+    for (int step = 0; step < 8; ++step)  // topk likely children of the root per sequence
+      trim_batch(p, state, 0.001, 1, [](const DraftPolicy::SeqState& s, DraftTree& t) {
+        for (int c = 0; c < s.topk; ++c) t.add(c, -1, 0.9f);
+      });
     for (const auto& s : state) EXPECT_EQ(s.topk, widest) << seqs << " sequences";
   }
 }
