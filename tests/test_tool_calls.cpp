@@ -140,6 +140,10 @@ TEST(ToolParsers, Llama3JsonCallsOrText) {
   EXPECT_EQ(p.calls[1].first, "now");
   EXPECT_EQ(p.content, "");
   EXPECT_EQ(parse_every_way("llama3_json", t, "Hello {there}").content, "Hello {there}");
+  // A second separator is where the calls end: content, however the text is cut (fuzz_tool_parser).
+  const Parsed twice = parse_every_way("llama3_json", t, "{\"name\": \"now\", \"parameters\": {}}; ; more");
+  ASSERT_EQ(twice.calls.size(), 1u);
+  EXPECT_EQ(twice.content, "; more");
   const Parsed braces = parse_every_way("llama3_json", t, "{not a call}");
   EXPECT_TRUE(braces.calls.empty());
   EXPECT_EQ(braces.content, "{not a call}");

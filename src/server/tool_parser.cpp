@@ -260,7 +260,10 @@ class JsonCallsParser final : public ToolCallParser {
         const char sep = style_ == Style::List ? ',' : ';';
         if (buf_[i] == sep && calls() > 0) i = skip_ws(buf_, i + 1);
         else if (style_ == Style::List && buf_[i] == ']') return (void)(pos_ = i + 1, mode_ = Mode::Done);
-        if (i == buf_.size()) return (void)(pos_ = i);
+        // Ended after a separator: it is read again with what follows, or a second separator in
+        // the next piece would pass as the one after it (pieces settled differently from the
+        // whole text: `{...}; ;x` left `;x` as content whole and `x` cut after `; `).
+        if (i == buf_.size()) return;
         pos_ = i;
         call_ = std::make_unique<JsonCallStream>(key_);
       }
