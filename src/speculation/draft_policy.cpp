@@ -15,8 +15,8 @@ namespace {
 constexpr double kPriorWeight = 4;    // pseudo-observations behind each bin's prior
 constexpr int kDepthBins = 16;        // scored trees: calibration per (depth, probability) bin
 constexpr size_t kLevelSamples = 9;   // draft-cost samples the median is taken over
-constexpr double kSeqDecay = 0.9;
-constexpr int kDraftLevelRows = 16;     // rows of one draft level the width keeps within     // per-step decay of a sequence's accepted / predicted sums
+constexpr double kSeqDecay = 0.9;     // per-step decay of a sequence's accepted / predicted sums
+constexpr int kDraftLevelRows = 16;   // rows of one draft level of the batch that width keeps within
 constexpr int kMaxAutoDepth = 8;
 }  // namespace
 
@@ -230,7 +230,7 @@ void DraftPolicy::adapt_shapes(const std::vector<DraftTree>& trees, const std::v
   // what one does: at 16 sequences, width 2 to 4 drafted 4-5 levels of 32-64 rows to keep 2-3
   // nodes a sequence (auto 1.21-1.27x the plain batch, with width 1 1.32-1.36x; eaglet bench
   // --max-num-seqs 16, docs/performance.md). Alone, up to the configured topk.
-  const int widest = std::max(1, kDraftLevelRows / std::max(1, int(trees.size())));
+  const int widest = std::min(cfg_.shape.topk, std::max(1, kDraftLevelRows / std::max(1, int(trees.size()))));
   std::vector<std::vector<int>> depths(trees.size());
   std::vector<double> kept_at(1, 0.0);  // by depth: the batch's expected tokens from kept nodes
   for (size_t i = 0; i < trees.size(); ++i) {
@@ -251,9 +251,9 @@ void DraftPolicy::adapt_shapes(const std::vector<DraftTree>& trees, const std::v
     const int width = children.empty() ? 0 : *std::max_element(children.begin(), children.end());
     if (kept_depth >= s.depth && paid) s.depth = std::min(s.depth + 1, cfg_.shape.depth);
     else if (kept_depth < s.depth || !paid) s.depth = std::max(s.depth - 1, 1);
-    if (width >= s.topk) s.topk = std::min(s.topk + 1, cfg_.shape.topk);
+    if (width >= s.topk) s.topk = std::min(s.topk + 1, widest);
     else if (width < s.topk - 1) s.topk = std::max(s.topk - 1, 1);
-    s.topk = std::min(s.topk, widest);
+    s.topk = std::min(s.topk, widest);  // a batch that grew since
   }
 }
 
