@@ -1,13 +1,12 @@
 #include "core/memory_bandwidth.h"
 
-#include <sys/mman.h>
-
 #include <algorithm>
 #include <chrono>
 #include <cstdint>
 #include <cstring>
 #include <vector>
 
+#include "core/aligned_bytes.h"
 #include "core/cpu_features.h"
 #include "core/error.h"
 #include "core/thread_pool.h"
@@ -68,18 +67,19 @@ SumFn sum_for_cpu() {
   return sum_generic<kStreams>;
 }
 
-// Probe arrays live in the same kind of memory as weights read with --no-mmap (an anonymous
-// mapping, huge pages where granted): on this project's VMs a plain heap allocation of the same
+// Probe arrays live in the same kind of memory as packed weights and weights read with --no-mmap
+// (map_huge: huge pages where granted): on this project's VMs a plain heap allocation of the same
 // size measured 20% slower, which would flatter every fraction computed against it.
 class AnonymousArray {
  public:
   explicit AnonymousArray(int64_t lines) : bytes_(size_t(lines) * sizeof(Line)) {
-    void* p = ::mmap(nullptr, bytes_, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-    if (p == MAP_FAILED) fail("memory bandwidth probe: cannot map {} bytes", bytes_);
-    ::madvise(p, bytes_, MADV_HUGEPAGE);
-    data_ = static_cast<Line*>(p);
+    try {
+      data_ = static_cast<Line*>(map_huge(bytes_));
+    } catch (const std::bad_alloc&) {
+      fail("memory bandwidth probe: cannot map {} bytes", bytes_);
+    }
   }
-  ~AnonymousArray() { ::munmap(data_, bytes_); }
+  ~AnonymousArray() { unmap_huge(data_, bytes_); }
   AnonymousArray(const AnonymousArray&) = delete;
   AnonymousArray& operator=(const AnonymousArray&) = delete;
   Line* operator+(int64_t i) const { return data_ + i; }

@@ -12,6 +12,7 @@
 #include <fstream>
 #include <sstream>
 
+#include "core/aligned_bytes.h"
 #include "core/error.h"
 
 namespace eaglet {
@@ -21,14 +22,17 @@ bool g_read_into_memory = false;
 
 // Reads the file into a fresh anonymous region of `region_size` bytes, starting `shift` bytes in.
 void* read_whole_file(int fd, size_t size, size_t shift, size_t region_size, const std::string& path) {
-  void* p = ::mmap(nullptr, region_size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-  if (p == MAP_FAILED) return p;
-  ::madvise(p, region_size, MADV_HUGEPAGE);
+  void* p;
+  try {
+    p = map_huge(region_size);
+  } catch (const std::bad_alloc&) {
+    return MAP_FAILED;
+  }
   uint8_t* dst = static_cast<uint8_t*>(p) + shift;
   for (size_t off = 0; off < size;) {
     const ssize_t n = ::pread(fd, dst + off, std::min<size_t>(size - off, size_t(1) << 30), off_t(off));
     if (n <= 0) {
-      ::munmap(p, region_size);
+      unmap_huge(p, region_size);
       fail("{}: read failed at byte {}: {}", path, off, n < 0 ? std::strerror(errno) : "unexpected end of file");
     }
     off += size_t(n);
