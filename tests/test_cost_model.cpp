@@ -100,6 +100,25 @@ TEST(CostModel, SmoothingRemovesBumpsButKeepsTheTileSteps) {
   EXPECT_DOUBLE_EQ(m.target_seconds(64), 2.40);
 }
 
+TEST(CostModel, AStepOfTheKernelsOwnIsKept) {
+  // A Q4_0 target on AMX-INT8 (eaglet bench --cost-curve, Intel Xeon AMX VM, 2 threads): up to 4
+  // rows run one VNNI tile, the 5th opens a second; tiles take over at 16.
+  const CostModel raw({{1, 1.00}, {2, 1.04}, {3, 1.11}, {4, 1.18}, {5, 1.53}, {6, 1.67}, {8, 1.88}, {10, 2.38},
+                       {12, 2.58}, {16, 2.58}, {17, 3.14}, {20, 3.47}, {32, 4.25}, {33, 4.93}, {64, 7.63}});
+  EXPECT_EQ(raw.row_steps(), (std::vector<int>{4, 16, 32}));
+  const CostModel m = raw.smoothed();
+  // A hull over 1..16 put c(5) at 1.30 and c(8) at 1.65.
+  EXPECT_DOUBLE_EQ(m.target_seconds(4), 1.18);
+  EXPECT_DOUBLE_EQ(m.target_seconds(5), 1.53);
+  EXPECT_GE(m.target_seconds(8), 1.80);
+  EXPECT_LE(m.target_seconds(8), 1.88);
+  // Linear (compute-bound, AVX2) and noisy memory-bound curves have no steps but the tiles'.
+  const CostModel linear({{1, 1.0}, {2, 1.3}, {3, 1.75}, {4, 2.17}, {5, 2.6}, {6, 3.1}, {8, 3.96}, {16, 8.45}});
+  EXPECT_EQ(linear.row_steps(), (std::vector<int>{16, 32}));
+  const CostModel noisy({{1, 1.00}, {2, 1.01}, {3, 1.02}, {4, 1.04}, {5, 1.09}, {6, 1.08}, {8, 1.10}, {16, 1.15}});
+  EXPECT_EQ(noisy.row_steps(), (std::vector<int>{16, 32}));
+}
+
 TEST(CostModel, ACachedTableOfOtherTokenCountsIsMeasuredAgain) {
   // A table cached by a version that measured only up to 32 tokens would hide the cost of 33 and
   // more (the AMX tile pass step): it is measured again, over this version's sizes, and stored.

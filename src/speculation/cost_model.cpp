@@ -178,6 +178,23 @@ CostModel CostModel::for_target(ThreadPool& pool, Model& target, const std::stri
   return m.smoothed();
 }
 
+std::vector<int> CostModel::row_steps() const {
+  std::vector<int> steps(kTileRowSteps.begin(), kTileRowSteps.end());
+  const auto& p = points_;
+  // The cost of token p[i].first + 1 over p[i].first's, where both were measured (-1 elsewhere).
+  const auto jump = [&](size_t i) {
+    return i + 1 < p.size() && p[i + 1].first == p[i].first + 1 ? p[i + 1].second - p[i].second : -1.0;
+  };
+  for (size_t i = 0; !p.empty() && i + 1 < p.size(); ++i) {
+    const double j = jump(i), before = i > 0 ? jump(i - 1) : -1.0, after = jump(i + 1);
+    if (j < kStepJump * p.front().second || (before < 0 && after < 0)) continue;
+    if (j > kStepOverNeighbours * std::max(before, after)) steps.push_back(p[i].first);
+  }
+  std::sort(steps.begin(), steps.end());
+  steps.erase(std::unique(steps.begin(), steps.end()), steps.end());
+  return steps;
+}
+
 CostModel CostModel::smoothed() const {
   // The lower convex hull of `pts` (ascending), evaluated at each of them.
   auto hull = [](std::vector<std::pair<int, double>> pts) {
@@ -200,8 +217,9 @@ CostModel CostModel::smoothed() const {
     }
     return pts;
   };
-  // One hull per segment between tile-row steps; each segment starts no lower than the one before
+  // One hull per segment between row steps; each segment starts no lower than the one before
   // ends (costs never fall with more tokens).
+  const std::vector<int> steps = row_steps();
   std::vector<std::pair<int, double>> out, segment;
   size_t step = 0;
   auto flush = [&] {
@@ -213,7 +231,7 @@ CostModel CostModel::smoothed() const {
     segment.clear();
   };
   for (const auto& p : points_) {
-    while (step < kTileRowSteps.size() && p.first > kTileRowSteps[step]) {
+    while (step < steps.size() && p.first > steps[step]) {
       flush();
       ++step;
     }

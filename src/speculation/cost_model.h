@@ -38,8 +38,18 @@ class CostModel {
   // least what the previous one did. The steps are real and stay: the 17th row opens a second
   // row of 16-row tiles (AMX, AVX-512 BF16), the 33rd a second pass; a hull across them priced
   // 17..31-token trees below their cost. Kernels without such steps (AVX2) lose nothing by it.
+  // Steps a kernel has elsewhere are found in the points: the VNNI kernel's tiles of 4 rows made
+  // c(5) 1.53 against c(4) 1.18 on a Q4_0 target (Intel Xeon AMX VM, 2 threads), and a hull over
+  // 1..16 priced 5..12-token trees ~0.2 of a step below their cost, so auto drafted 4.2 nodes a
+  // step and lost to a chain of 3 (64 against 73 tok/s).
   CostModel smoothed() const;
   static constexpr std::array<int, 2> kTileRowSteps{16, 32};  // a step lies after each
+  // A measured count n is also a step when token n + 1 costs at least kStepJump of a one-token
+  // forward and kStepOverNeighbours times what the tokens measured beside it cost (noise moves
+  // single counts by a few percent of c(1); a linear, compute-bound curve has no steps).
+  static constexpr double kStepJump = 0.1, kStepOverNeighbours = 2.0;
+  // kTileRowSteps and the steps found in the points, ascending.
+  std::vector<int> row_steps() const;
   // Seconds of one target forward over n tokens in total (n >= 1).
   double target_seconds(int n) const;
   // c(n) / c(1).
