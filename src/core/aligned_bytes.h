@@ -27,6 +27,20 @@ inline constexpr size_t kHugePage = size_t(2) << 20;
 void* map_huge(size_t bytes);
 void unmap_huge(void* p, size_t bytes);
 
+// Under AddressSanitizer large buffers stay on the heap too, where overflows are caught.
+#if defined(__SANITIZE_ADDRESS__)
+#define EAGLET_HEAP_ONLY 1
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer)
+#define EAGLET_HEAP_ONLY 1
+#endif
+#endif
+#ifdef EAGLET_HEAP_ONLY
+inline constexpr bool kHugePageBuffers = false;
+#else
+inline constexpr bool kHugePageBuffers = true;
+#endif
+
 // Allocates on `Align`-byte boundaries (a power of two up to kHugePage): cache lines, or pages
 // for weights read as the engine places them; from kHugePage bytes on, through map_huge.
 template <class T, size_t Align = kCacheLine>
@@ -42,12 +56,12 @@ struct AlignedAllocator {
   AlignedAllocator(const AlignedAllocator<U, Align>&) {}
   T* allocate(size_t n) {
     const size_t bytes = n * sizeof(T);
-    if (bytes >= kHugePage) return static_cast<T*>(map_huge(bytes));
+    if (kHugePageBuffers && bytes >= kHugePage) return static_cast<T*>(map_huge(bytes));
     return static_cast<T*>(::operator new(bytes, std::align_val_t(Align)));
   }
   void deallocate(T* p, size_t n) {
     const size_t bytes = n * sizeof(T);
-    if (bytes >= kHugePage) return unmap_huge(p, bytes);
+    if (kHugePageBuffers && bytes >= kHugePage) return unmap_huge(p, bytes);
     ::operator delete(p, std::align_val_t(Align));
   }
   template <class U>
