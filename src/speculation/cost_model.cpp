@@ -185,7 +185,7 @@ std::vector<int> CostModel::row_steps() const {
   const auto jump = [&](size_t i) {
     return i + 1 < p.size() && p[i + 1].first == p[i].first + 1 ? p[i + 1].second - p[i].second : -1.0;
   };
-  for (size_t i = 0; !p.empty() && i + 1 < p.size(); ++i) {
+  for (size_t i = 0; i + 1 < p.size(); ++i) {
     const double j = jump(i), before = i > 0 ? jump(i - 1) : -1.0, after = jump(i + 1);
     if (j < kStepJump * p.front().second || (before < 0 && after < 0)) continue;
     if (j > kStepOverNeighbours * std::max(before, after)) steps.push_back(p[i].first);
