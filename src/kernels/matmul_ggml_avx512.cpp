@@ -11,9 +11,12 @@
 // starts at -128 * sum).
 //
 // Tiles are up to 4 activation rows x 2 row groups (32 outputs): every weight load feeds each row
-// and every broadcast feeds both groups: a Zen 5 core issues ~6.3 G vpdpbusd/s from registers but
-// ~4.0 G/s with a broadcast per vpdpbusd (tools/issue_rate.cpp); 8 independent sums hide its
-// latency of 4 cycles.
+// and every broadcast feeds both groups, and 8 independent sums hide vpdpbusd's latency of 4
+// cycles. A Zen 5 core issues ~7.2 G vpdpbusd/s from registers, and nearly every other vector
+// operation (not loads or broadcasts from memory) takes one of those issue slots: per block, row
+// and group a tile has 8 vpdpbusd, 3 operations to scale the sum and, for Q4_0, 3 per line to
+// widen the nibbles for every 4 rows. Widening each block once into an L1 panel that the other
+// row tiles load measured within this VM's noise at 8-64 rows (docs/performance.md).
 //
 // Batch invariance: the block sums are the integers every other kernel computes (the AMX tiles
 // sum (nibble - 8) * x, the same integer), and the float operations per block are the scalar
