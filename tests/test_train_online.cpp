@@ -29,6 +29,7 @@
 #include "support/train_fixture.h"
 #include "train/draft_io.h"
 #include "train/online_trainer.h"
+#include "train/torch_threads.h"
 
 namespace eaglet {
 namespace {
@@ -164,6 +165,24 @@ TEST(OnlineTrainer, KeepsLearningWhileTheEngineIsBusyWithinItsBusyShare) {
     EXPECT_EQ(taken.load(), t.stats().steps);
     EXPECT_EQ(held.load(), 0);
   }
+}
+
+// The trainer's thread count bounds the BLAS under libtorch too: OpenBLAS kept its own threads
+// (as many as cores), and one of them spun on the serving engine's core between products.
+TEST(OnlineTrainer, HoldsTheBlasToItsThreads) {
+  if (blas_threads() == 0) GTEST_SKIP() << "the BLAS in this process is not OpenBLAS (no openblas_get_num_threads)";
+  set_torch_threads(3);
+  ASSERT_EQ(blas_threads(), 3);
+  Rig r;
+  Offers offers;
+  OnlineTrainOptions o = r.options(r.dir.file("online"));
+  ASSERT_EQ(o.threads, 1);
+  OnlineTrainer t(*r.bundle.model, r.dir.file("draft"), 0, o, offers.hooks());
+  t.start();
+  r.serve(&t, 24);
+  ASSERT_TRUE(wait_for([&] { return t.stats().steps >= 1; }, 120)) << t.stats().steps << " steps";
+  t.stop();
+  EXPECT_EQ(blas_threads(), 1);
 }
 
 // A DFlash draft learns from the same captured traffic under its block loss (random anchors);

@@ -16,7 +16,8 @@
 // operation (not loads or broadcasts from memory) takes one of those issue slots: per block, row
 // and group a tile has 8 vpdpbusd, 3 operations to scale the sum and, for Q4_0, 3 per line to
 // widen the nibbles for every 4 rows. Widening each block once into an L1 panel that the other
-// row tiles load measured within this VM's noise at 8-64 rows (docs/performance.md).
+// row tiles load was no faster (12-64 rows within a Zen 5 VM's noise, 8 rows slower;
+// docs/performance.md).
 //
 // Batch invariance: the block sums are the integers every other kernel computes (the AMX tiles
 // sum (nibble - 8) * x, the same integer), and the float operations per block are the scalar

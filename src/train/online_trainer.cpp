@@ -19,6 +19,7 @@
 #include "train/draft_io.h"
 #include "train/metrics.h"
 #include "train/objective.h"
+#include "train/torch_threads.h"
 
 namespace eaglet {
 
@@ -260,7 +261,7 @@ OnlineTrainStats OnlineTrainer::stats() const {
 void OnlineTrainer::run() {
   // Lower priority for this thread and the ones it starts (libtorch's, the pool's inherit it).
   if (opts_.nice != 0) setpriority(PRIO_PROCESS, pid_t(syscall(SYS_gettid)), opts_.nice);
-  torch::set_num_threads(opts_.threads);
+  set_torch_threads(opts_.threads);
   ThreadPool pool(opts_.threads);
   int64_t saved_step = stats().steps;
   while (take_arrivals()) {
