@@ -1,8 +1,9 @@
 // FP8 (MXFP8 and 128-block) weights on the BF16 tiles: the FP8 pairs layout round-trips, every
-// e4m3 code and E8M0 scale decodes as fp8_pairs.h defines it, and matmuls on the AMX kernel and
-// its portable tile model match the product of the decoded weights and BF16-rounded activations,
-// bit for bit whatever M (1..40: one tile pass, two, and the decoded panel), the row split or the
-// thread count. The AMX table is reported as skipped, with the reason, where it cannot run.
+// e4m3 code and E8M0 scale decodes as fp8_pairs.h defines it, and matmuls on the AMX kernel, its
+// portable tile model and the AVX-512 BF16 vector kernel match the product of the decoded weights
+// and BF16-rounded activations, bit for bit whatever M (1..40: one tile pass, two, and the decoded
+// panel), the row split or the thread count. A table the CPU cannot run is reported as skipped,
+// with the reason.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -99,13 +100,20 @@ TEST(Fp8Pairs, DecoderRoundsToBf16AndFlushesWhatAmxCannotRead) {
   EXPECT_EQ(decode_fp8(0x39, 0.003f), f32_to_bf16(1.125f * 0.003f));  // FP8 block: rounded
 }
 
-// The two tables with tile kernels for FP8; AMX only where it runs.
+// The tables that read the FP8 pairs layout; AMX and AVX-512 BF16 only where they run.
 class Fp8Tiles : public ::testing::TestWithParam<const char*> {
  protected:
   void SetUp() override {
     const std::string name = GetParam();
     if (name == "amx-model") {
       t_ = &tile_model_table();
+      return;
+    }
+    if (name == "avx512bf16") {
+      if (!cpu_features().avx512_bf16 || !cpu_features().avx512_vbmi)
+        GTEST_SKIP() << "this CPU has no AVX-512 BF16 and VBMI (it has: " << cpu_features().names() << ")";
+      t_ = &table_for(Isa::Avx512Bf16);
+      ASSERT_EQ(t_->fp8_layout, Layout::Fp8Pairs16) << "the AVX-512 BF16 table should decode FP8 pairs here";
       return;
     }
     if (best_supported_isa() != Isa::Amx)
@@ -122,6 +130,18 @@ TEST(Fp8Pairs, AmxKernelIsOnWhereTheCpuHasIt) {
   if (best_supported_isa() != Isa::Amx || !cpu_features().avx512_vbmi)
     GTEST_SKIP() << "this CPU lacks AMX or AVX-512 VBMI (it has: " << cpu_features().names() << ")";
   EXPECT_EQ(table_for(Isa::Amx).fp8_layout, Layout::Fp8Pairs16) << "the AMX FP8 self-test failed (see the log)";
+}
+
+// Reports name the kernel that runs: the pairs kernels by their table, the row-major ones (F32
+// activations) with ">f32", as for BF16.
+TEST(Fp8Pairs, KernelNamesSayWhichKernelRuns) {
+  const Fp8Weights w = random_weights(QuantScheme::Mxfp8, 32, 64, 6);
+  if (int(best_supported_isa()) < int(Isa::Avx2)) GTEST_SKIP() << "this CPU has no AVX2";
+  EXPECT_EQ(kernel_name(pack(w.view(), table_for(Isa::Avx2)).view, table_for(Isa::Avx2)), "avx2 mxfp8>f32");
+  if (!cpu_features().avx512_bf16 || !cpu_features().avx512_vbmi)
+    GTEST_SKIP() << "this CPU has no AVX-512 BF16 and VBMI (it has: " << cpu_features().names() << ")";
+  const IsaTable& t = table_for(Isa::Avx512Bf16);
+  EXPECT_EQ(kernel_name(pack(w.view(), t).view, t), "avx512bf16 mxfp8");
 }
 
 // y = x * W^T on t_ through the public matmul (weights packed for t_).
@@ -201,7 +221,7 @@ TEST_P(Fp8Tiles, MatchesDecodedProductAndIsBatchAndThreadInvariant) {
           }
           ASSERT_NEAR(rows[size_t(m * N + n)], want, 1e-5 * mag + 1e-30) << "m=" << m << " n=" << n << " K=" << K;
         }
-      for (int64_t M : {2, 3, 15, 16, 17, 31, 32, 33, 40})
+      for (int64_t M : {2, 3, 5, 6, 7, 8, 9, 15, 16, 17, 31, 32, 33, 40})
         for (ThreadPool* pool : {&one, &two}) {
           const std::vector<float> xs(x.begin(), x.begin() + M * K);
           const std::vector<float> y = run(t_, *pool, xs, M, w);
@@ -227,8 +247,10 @@ TEST_P(Fp8Tiles, NanCodeSpoilsOnlyItsOutput) {
   }
 }
 
-INSTANTIATE_TEST_SUITE_P(Tables, Fp8Tiles, ::testing::Values("amx", "amx-model"),
-                         [](const auto& i) { return std::string(i.param) == "amx" ? "amx" : "amx_model"; });
+INSTANTIATE_TEST_SUITE_P(Tables, Fp8Tiles, ::testing::Values("amx", "amx-model", "avx512bf16"), [](const auto& i) {
+  const std::string name = i.param;
+  return name == "amx-model" ? std::string("amx_model") : name;
+});
 
 }  // namespace
 }  // namespace eaglet::kernels

@@ -84,4 +84,10 @@ void decode_fp8_tile(const uint8_t* codes, const Fp8TileScales& s, bf16_t* out);
 // One weight the way decode_fp8_tile decodes it.
 bf16_t decode_fp8(uint8_t code, float scale);
 
+namespace avx512 {
+// decode_fp8_tile on AVX-512 (fp8_decode_avx512.cpp, which needs AVX-512 BF16 and VBMI): the same
+// bits, `out` the tile's 16 lines of 64 bytes. The AMX kernel's decoder and the vector kernel's.
+void decode_fp8_tile_vbmi(const uint8_t* codes, const Fp8TileScales& s, uint8_t* out);
+}  // namespace avx512
+
 }  // namespace eaglet::kernels

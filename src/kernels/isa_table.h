@@ -85,8 +85,8 @@ struct IsaTable {
   const char* bf16_pairs_name = nullptr;  // its name in reports where not `name` (AMX's decode rows)
   void (*softmax)(float* x, int64_t n);  // in place
   ToBf16Fn to_bf16;                      // f32_to_bf16's bits on every ISA
-  Layout fp8_layout = Layout::RowMajor;  // how pack() lays out FP8 weights (AMX: FP8 pairs)
-  MatmulFp8PairsFn matmul_fp8_pairs;     // every table reads the layout; AMX's on tiles
+  Layout fp8_layout = Layout::RowMajor;  // how pack() lays out FP8 weights (AVX-512 BF16 + VBMI, AMX: FP8 pairs)
+  MatmulFp8PairsFn matmul_fp8_pairs;     // every table reads the layout; AMX on tiles, AVX-512 BF16 on vectors
 
   const GgmlKernel& ggml(QuantScheme q) const;  // q8_0 .. q6_k; throws for other schemes
 };

@@ -111,6 +111,7 @@ void silu_mul(const float*, const float*, float*, int64_t);
 void softmax(float*, int64_t);
 void to_bf16(const float*, int64_t, bf16_t*);
 void matmul_bf16_pairs(const bf16_t*, int64_t, int64_t, const void*, int64_t, int64_t, float*, int64_t);  // pairs_avx512.cpp
+void matmul_fp8_pairs(const bf16_t*, int64_t, int64_t, const void*, const Fp8Scales&, int64_t, int64_t, float*, int64_t);
 
 }  // namespace avx512
 
@@ -147,6 +148,10 @@ const IsaTable& avx512bf16_table() {
     t.matmul_bf16_bf16 = avx512::matmul_bf16_bf16;
     t.bf16_layout = Layout::Bf16Pairs16;  // the AMX tiles' layout, read by vdpbf16ps
     t.matmul_bf16_pairs = avx512::matmul_bf16_pairs;
+    if (cpu_features().avx512_vbmi) {  // FP8 decoded to those pairs (Cooper Lake lacks VBMI)
+      t.fp8_layout = Layout::Fp8Pairs16;
+      t.matmul_fp8_pairs = avx512::matmul_fp8_pairs;
+    }
     return t;
   }();
   return t;

@@ -81,9 +81,11 @@ std::string kernel_name(const WeightView& w, const IsaTable& t) {
     return std::string(t.ggml(w.quant).name) + " " + ggml_type_info(uint32_t(ggml_type_of(w.quant)))->name;
   switch (w.dtype) {
     case DType::F8_E4M3: {
-      // Pairs on a table without tile kernels (the ISA switched after loading) run the scalar one.
-      const bool scalar = w.layout == Layout::Fp8Pairs16 && t.fp8_layout != w.layout;
-      return (scalar ? std::string("scalar") : isa) + (w.quant == QuantScheme::Mxfp8 ? " mxfp8" : " fp8-block");
+      // Pairs on a table without a pairs kernel (the ISA switched after loading) run the scalar
+      // one; row-major weights run a kernel of F32 activations (">f32", as for BF16).
+      const bool pairs = w.layout == Layout::Fp8Pairs16, scalar = pairs && t.fp8_layout != w.layout;
+      return (scalar ? std::string("scalar") : isa) + (w.quant == QuantScheme::Mxfp8 ? " mxfp8" : " fp8-block") +
+             (pairs ? "" : ">f32");
     }
     case DType::BF16:
       // Pairs on a table without a pairs kernel (the ISA switched after loading) run the scalar one.

@@ -23,7 +23,6 @@ void matmul_bf16_pairs(const bf16_t* x, int64_t M, int64_t K, const void* w, int
                        int64_t ldy);  // matmul_amx.cpp
 void matmul_fp8_pairs(const bf16_t* x, int64_t M, int64_t K, const void* w, const Fp8Scales& s, int64_t n0,
                       int64_t n1, float* y, int64_t ldy, uint8_t* panel);
-void decode_fp8_tile_avx512(const uint8_t* codes, const Fp8TileScales& s, uint8_t* out);
 void matmul_q8_0(const void* act, int64_t M, int64_t K, const void* w, int64_t n0, int64_t n1, float* y, int64_t ldy,
                  int8_t* panel);
 void matmul_q4_0(const void* act, int64_t M, int64_t K, const void* w, int64_t n0, int64_t n1, float* y, int64_t ldy,
@@ -263,7 +262,7 @@ bool amx_fp8_self_test(std::string* why) {
       for (int64_t g = 0; g < K / kPairK; ++g) {
         const uint8_t* c = packed.data() + fp8_pairs_tile_offset(K, rb, g);
         const Fp8TileScales ts = fp8_pairs_tile_scales(q, s.data, K, rb, g);
-        amx::decode_fp8_tile_avx512(c, ts, got);
+        avx512::decode_fp8_tile_vbmi(c, ts, got);
         TileModel::decode_fp8(c, ts, want);
         if (std::memcmp(got, want, sizeof(got)) != 0) {
           *why = "its FP8 decoder differs from the tile model's on tile (" + std::to_string(rb) + ", " +
