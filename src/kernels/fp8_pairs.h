@@ -79,14 +79,15 @@ float fp8_pairs_scale(QuantScheme q, const void* scales, int64_t K, int64_t r, i
 
 // One tile's 512 codes to its 512 BF16 values (a B tile: 16 lines of 64 bytes), exactly as the
 // AVX-512 decoder gives them (which reads `normal` only to pick its path): the portable model's
-// decoder, and the AMX kernel's for tiles with NaN codes or scales.
+// decoder, and the AVX-512 one's for tiles with NaN codes or scales.
 void decode_fp8_tile(const uint8_t* codes, const Fp8TileScales& s, bf16_t* out);
 // One weight the way decode_fp8_tile decodes it.
 bf16_t decode_fp8(uint8_t code, float scale);
 
 namespace avx512 {
 // decode_fp8_tile on AVX-512 (fp8_decode_avx512.cpp, which needs AVX-512 BF16 and VBMI): the same
-// bits, `out` the tile's 16 lines of 64 bytes. The AMX kernel's decoder and the vector kernel's.
+// bits, `out` the tile's 16 lines of 64 bytes. The AMX kernel's decoder, and the AVX-512 BF16
+// vector kernel's for more than 8 rows and for the tiles it does not rebase in registers.
 void decode_fp8_tile_vbmi(const uint8_t* codes, const Fp8TileScales& s, uint8_t* out);
 }  // namespace avx512
 

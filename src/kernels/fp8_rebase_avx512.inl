@@ -2,7 +2,7 @@
 // (fp8_decode_avx512.cpp) and the vector kernel that rebases codes in registers as it multiplies
 // (pairs_avx512.cpp): MXFP8 tiles of normal codes only (the packer's flag; most tiles of real
 // weights) whose scales keep every value a normal BF16 (E8M0 10..246, all real checkpoints).
-// Needs AVX-512 BW only.
+// Needs AVX-512 BW and VL.
 #pragma once
 #include <immintrin.h>
 

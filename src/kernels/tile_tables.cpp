@@ -310,8 +310,10 @@ const IsaTable& amx_table() {
       } else if (amx_fp8_self_test(&why)) {
         t.fp8_layout = Layout::Fp8Pairs16;
         t.matmul_fp8_pairs = amx_fp8;
-      } else {
-        spdlog::warn("AMX FP8 kernel off: {}; FP8 weights run the AVX-512 kernel", why);
+      } else {  // the vector pairs kernel shares the decoder that may have failed: row-major FP8
+        t.fp8_layout = Layout::RowMajor;
+        t.matmul_fp8_pairs = scalar_table().matmul_fp8_pairs;
+        spdlog::warn("AMX FP8 kernel off: {}; FP8 weights run the AVX-512 row-major kernel", why);
       }
       std::string int8_why;
       if (!f.amx_int8 || !f.avx512_vnni) int8_why = "this CPU has no AMX-INT8 and AVX-512 VNNI";
